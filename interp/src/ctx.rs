@@ -1,0 +1,251 @@
+//! The execution context handed to every instruction: CPU, RAM and bus, with linear-memory access
+//! (TLB fast path, page walk, MMIO, self-modifying-code detection) and stack helpers.
+
+use crate::cpu::Cpu;
+use crate::fault::Fault;
+use crate::mem::{Bus, GuestRam, PAGE_SIZE};
+use crate::mmu::{self, Access};
+use crate::state::{reg, sreg};
+
+/// Everything one instruction can touch.
+pub struct Ctx<'a> {
+    pub cpu: &'a mut Cpu,
+    pub ram: &'a mut GuestRam,
+    pub bus: &'a mut dyn Bus,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(cpu: &'a mut Cpu, ram: &'a mut GuestRam, bus: &'a mut dyn Bus) -> Self {
+        Ctx { cpu, ram, bus }
+    }
+
+    /// Translate a linear address for `access` at the current privilege, filling the TLB.
+    /// Returns the physical address.
+    pub fn translate(&mut self, lin: u64, access: Access) -> Result<u64, Fault> {
+        if let Some(p) = self.cpu.tlb.lookup(lin, access) {
+            return Ok(p | (lin & 0xfff));
+        }
+        self.translate_slow(lin, access, self.cpu.state.cpl() == 3)
+    }
+
+    /// Translate as a supervisor (implicit) access, e.g. descriptor-table reads.
+    pub fn translate_supervisor(&mut self, lin: u64, access: Access) -> Result<u64, Fault> {
+        self.translate_slow(lin, access, false)
+    }
+
+    fn translate_slow(&mut self, lin: u64, access: Access, user: bool) -> Result<u64, Fault> {
+        let st = &self.cpu.state;
+        if st.efer & crate::state::ctl::EFER_LMA != 0 && !mmu::is_canonical(lin) {
+            return Err(Fault::GP0);
+        }
+        let t = mmu::walk(self.ram, st, lin, access, user)?;
+        let cacheable = user == (st.cpl() == 3) && self.ram.contains(t.phys_page, PAGE_SIZE);
+        if cacheable && !(access == Access::Write && self.ram.is_code_page(t.phys_page >> 12)) {
+            self.cpu.tlb.insert(lin, access, t.phys_page);
+        }
+        Ok(t.phys_page | (lin & 0xfff))
+    }
+
+    /// Read `size` bytes (1, 2, 4 or 8) at a linear address, little-endian.
+    #[inline]
+    pub fn read(&mut self, lin: u64, size: u8) -> Result<u64, Fault> {
+        let off = lin & 0xfff;
+        if off + size as u64 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Read) {
+                let a = (p | off) as usize;
+                let b = self.ram.bytes();
+                return Ok(match size {
+                    1 => b[a] as u64,
+                    2 => u16::from_le_bytes([b[a], b[a + 1]]) as u64,
+                    4 => u32::from_le_bytes(b[a..a + 4].try_into().unwrap()) as u64,
+                    _ => u64::from_le_bytes(b[a..a + 8].try_into().unwrap()),
+                });
+            }
+        }
+        let mut buf = [0u8; 8];
+        self.read_slow(lin, &mut buf[..size as usize], Access::Read)?;
+        Ok(u64::from_le_bytes(buf))
+    }
+
+    /// Write `size` bytes (1, 2, 4 or 8) at a linear address.
+    #[inline]
+    pub fn write(&mut self, lin: u64, size: u8, val: u64) -> Result<(), Fault> {
+        let off = lin & 0xfff;
+        if off + size as u64 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Write) {
+                let a = (p | off) as usize;
+                let b = self.ram.bytes_mut();
+                b[a..a + size as usize].copy_from_slice(&val.to_le_bytes()[..size as usize]);
+                return Ok(());
+            }
+        }
+        self.write_bytes(lin, &val.to_le_bytes()[..size as usize])
+    }
+
+    /// Check that `[lin, lin+len)` is writable (for read-modify-write instructions, so that the
+    /// read faults with the write error code before anything changes).
+    pub fn probe_write(&mut self, lin: u64, len: u64) -> Result<(), Fault> {
+        self.translate(lin, Access::Write)?;
+        let last = lin.wrapping_add(len - 1);
+        if (last ^ lin) >> 12 != 0 {
+            self.translate(last, Access::Write)?;
+        }
+        Ok(())
+    }
+
+    /// Read-for-write: the access faults as a write would, then returns the value.
+    #[inline]
+    pub fn read_rmw(&mut self, lin: u64, size: u8) -> Result<u64, Fault> {
+        if self.cpu.tlb.lookup(lin, Access::Write).is_none()
+            || (lin & 0xfff) + size as u64 > PAGE_SIZE
+        {
+            self.probe_write(lin, size as u64)?;
+        }
+        self.read(lin, size)
+    }
+
+    /// Read a byte range at a linear address (any length, any alignment).
+    pub fn read_bytes(&mut self, lin: u64, out: &mut [u8]) -> Result<(), Fault> {
+        self.read_slow(lin, out, Access::Read)
+    }
+
+    /// Fetch instruction bytes (execute permission).
+    pub fn fetch_bytes(&mut self, lin: u64, out: &mut [u8]) -> Result<(), Fault> {
+        self.read_slow(lin, out, Access::Exec)
+    }
+
+    fn read_slow(&mut self, lin: u64, out: &mut [u8], access: Access) -> Result<(), Fault> {
+        // Translate every page first so that a fault on a later page leaves nothing half done.
+        let mut done = 0usize;
+        while done < out.len() {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(out.len() - done);
+            let p = self.translate(a, access)?;
+            if self.ram.contains(p, chunk as u64) {
+                out[done..done + chunk]
+                    .copy_from_slice(&self.ram.bytes()[p as usize..p as usize + chunk]);
+            } else {
+                for (i, o) in out[done..done + chunk].iter_mut().enumerate() {
+                    *o = self.bus.mmio_read(p + i as u64, 1) as u8;
+                }
+            }
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Write a byte range at a linear address. All pages are translated (and may fault) before
+    /// any byte is written.
+    pub fn write_bytes(&mut self, lin: u64, data: &[u8]) -> Result<(), Fault> {
+        let mut pieces: [(u64, usize, usize); 3] = [(0, 0, 0); 3];
+        let mut n = 0;
+        let mut done = 0usize;
+        while done < data.len() {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(data.len() - done);
+            let p = self.translate(a, Access::Write)?;
+            if n < pieces.len() {
+                pieces[n] = (p, done, chunk);
+                n += 1;
+            } else {
+                // Long ranges (more than three pages) are written page by page; each page was
+                // checked just above, and earlier pages are already written.
+                self.store_phys(p, &data[done..done + chunk]);
+            }
+            done += chunk;
+        }
+        for &(p, off, len) in &pieces[..n] {
+            self.store_phys(p, &data[off..off + len]);
+        }
+        Ok(())
+    }
+
+    fn store_phys(&mut self, p: u64, data: &[u8]) {
+        if self.ram.contains(p, data.len() as u64) {
+            if self.ram.note_write(p, data.len() as u64) {
+                self.cpu.smc = true;
+            }
+            self.ram.bytes_mut()[p as usize..p as usize + data.len()].copy_from_slice(data);
+        } else {
+            for (i, &b) in data.iter().enumerate() {
+                self.bus.mmio_write(p + i as u64, 1, b as u64);
+            }
+        }
+    }
+
+    /// Read 16 bytes (CMPXCHG16B, SSE memory operands).
+    pub fn read_u128(&mut self, lin: u64) -> Result<u128, Fault> {
+        let mut b = [0u8; 16];
+        self.read_slow(lin, &mut b, Access::Read)?;
+        Ok(u128::from_le_bytes(b))
+    }
+
+    pub fn write_u128(&mut self, lin: u64, v: u128) -> Result<(), Fault> {
+        self.write_bytes(lin, &v.to_le_bytes())
+    }
+
+    // ----- stack -----
+
+    /// Stack address size in bytes (8 in 64-bit mode, else SS.B).
+    #[inline]
+    pub fn stack_width(&self) -> u8 {
+        let st = &self.cpu.state;
+        if st.in_64bit_mode() {
+            8
+        } else if st.seg[sreg::SS].default_big() {
+            4
+        } else {
+            2
+        }
+    }
+
+    #[inline]
+    fn stack_lin(&self, rsp: u64) -> u64 {
+        let st = &self.cpu.state;
+        match self.stack_width() {
+            8 => rsp,
+            4 => st.seg[sreg::SS].base.wrapping_add(rsp & 0xffff_ffff) & 0xffff_ffff,
+            _ => st.seg[sreg::SS].base.wrapping_add(rsp & 0xffff) & 0xffff_ffff,
+        }
+    }
+
+    #[inline]
+    fn set_rsp(&mut self, v: u64) {
+        let w = self.stack_width();
+        let r = &mut self.cpu.state.gpr[reg::RSP];
+        *r = match w {
+            8 => v,
+            4 => v & 0xffff_ffff,
+            _ => (*r & !0xffff) | (v & 0xffff),
+        };
+    }
+
+    /// Push a `size`-byte value. RSP changes only if the write succeeds.
+    pub fn push(&mut self, val: u64, size: u8) -> Result<(), Fault> {
+        let new = self.cpu.state.gpr[reg::RSP].wrapping_sub(size as u64);
+        let lin = self.stack_lin(new);
+        self.write(lin, size, val)?;
+        self.set_rsp(new);
+        Ok(())
+    }
+
+    /// Pop a `size`-byte value.
+    pub fn pop(&mut self, size: u8) -> Result<u64, Fault> {
+        let v = self.peek_stack(0, size)?;
+        let rsp = self.cpu.state.gpr[reg::RSP];
+        self.set_rsp(rsp.wrapping_add(size as u64));
+        Ok(v)
+    }
+
+    /// Read the stack at RSP + `offset` without changing RSP.
+    pub fn peek_stack(&mut self, offset: u64, size: u8) -> Result<u64, Fault> {
+        let lin = self.stack_lin(self.cpu.state.gpr[reg::RSP].wrapping_add(offset));
+        self.read(lin, size)
+    }
+
+    /// Adjust RSP by `delta` with the stack's width.
+    pub fn add_rsp(&mut self, delta: u64) {
+        let rsp = self.cpu.state.gpr[reg::RSP];
+        self.set_rsp(rsp.wrapping_add(delta));
+    }
+}

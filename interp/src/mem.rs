@@ -1,0 +1,182 @@
+//! Guest physical RAM (one anonymous mapping) with code-page tracking for exact self-modifying code.
+
+use memmap2::MmapMut;
+use thiserror::Error;
+
+pub const PAGE_SIZE: u64 = 4096;
+pub const PAGE_SHIFT: u32 = 12;
+
+#[derive(Debug, Error)]
+pub enum MemError {
+    #[error("guest RAM size {0} bytes is not a positive multiple of 4096")]
+    BadSize(u64),
+    #[error("cannot map {size} bytes of guest RAM: {source}")]
+    Map { size: u64, source: std::io::Error },
+    #[error("guest physical range {addr:#x}+{len:#x} lies outside RAM ({ram:#x} bytes)")]
+    OutOfRange { addr: u64, len: u64, ram: u64 },
+}
+
+/// Guest physical memory.
+///
+/// Each page has a *code version*: when code is decoded from a page the page is marked, and the
+/// first write to a marked page bumps its version and clears the mark. Decoded blocks remember
+/// the versions of the pages they came from and are dropped when a version moved on.
+pub struct GuestRam {
+    map: MmapMut,
+    size: u64,
+    /// Per page: code version (bit 31 = page currently holds decoded code).
+    code: Vec<u32>,
+}
+
+const CODE_MARK: u32 = 1 << 31;
+
+impl GuestRam {
+    /// Map `size` bytes of zeroed RAM (lazily backed by the host).
+    pub fn new(size: u64) -> Result<Self, MemError> {
+        if size == 0 || size % PAGE_SIZE != 0 {
+            return Err(MemError::BadSize(size));
+        }
+        let map =
+            MmapMut::map_anon(size as usize).map_err(|source| MemError::Map { size, source })?;
+        Ok(GuestRam {
+            map,
+            size,
+            code: vec![0; (size / PAGE_SIZE) as usize],
+        })
+    }
+
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// True when `[addr, addr+len)` lies in RAM.
+    #[inline]
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr.checked_add(len).is_some_and(|end| end <= self.size)
+    }
+
+    fn check(&self, addr: u64, len: u64) -> Result<usize, MemError> {
+        if self.contains(addr, len) {
+            Ok(addr as usize)
+        } else {
+            Err(MemError::OutOfRange {
+                addr,
+                len,
+                ram: self.size,
+            })
+        }
+    }
+
+    /// The whole of RAM as bytes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The whole of RAM, writable. Writers that bypass [`GuestRam::write_phys`] must call
+    /// [`GuestRam::note_write`] for the pages they touch.
+    #[inline]
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+
+    /// Copy out of guest physical memory.
+    pub fn read_phys(&self, addr: u64, out: &mut [u8]) -> Result<(), MemError> {
+        let a = self.check(addr, out.len() as u64)?;
+        out.copy_from_slice(&self.map[a..a + out.len()]);
+        Ok(())
+    }
+
+    /// Copy into guest physical memory, keeping code tracking exact.
+    pub fn write_phys(&mut self, addr: u64, data: &[u8]) -> Result<(), MemError> {
+        let a = self.check(addr, data.len() as u64)?;
+        if !data.is_empty() {
+            self.note_write(addr, data.len() as u64);
+        }
+        self.map[a..a + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    pub fn read_u64(&self, addr: u64) -> Result<u64, MemError> {
+        let mut b = [0; 8];
+        self.read_phys(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), MemError> {
+        self.write_phys(addr, &v.to_le_bytes())
+    }
+
+    /// Current code version of the page holding `addr` (mark bit stripped).
+    #[inline]
+    pub fn code_version(&self, page: u64) -> u32 {
+        self.code[page as usize] & !CODE_MARK
+    }
+
+    /// Does the page currently hold decoded code?
+    #[inline]
+    pub fn is_code_page(&self, page: u64) -> bool {
+        self.code[page as usize] & CODE_MARK != 0
+    }
+
+    /// Mark a page as holding decoded code; returns its version.
+    pub fn mark_code(&mut self, page: u64) -> u32 {
+        let v = &mut self.code[page as usize];
+        *v |= CODE_MARK;
+        *v & !CODE_MARK
+    }
+
+    /// Record a write to `[addr, addr+len)`: every marked page in the range gets a new version.
+    /// Returns true if any code page was hit.
+    #[inline]
+    pub fn note_write(&mut self, addr: u64, len: u64) -> bool {
+        let first = addr >> PAGE_SHIFT;
+        let last = (addr + len.max(1) - 1) >> PAGE_SHIFT;
+        let mut hit = false;
+        for p in first..=last {
+            if let Some(v) = self.code.get_mut(p as usize) {
+                if *v & CODE_MARK != 0 {
+                    *v = (*v & !CODE_MARK).wrapping_add(1) & !CODE_MARK;
+                    hit = true;
+                }
+            }
+        }
+        hit
+    }
+}
+
+/// Everything outside RAM that the CPU can reach: MMIO and port I/O. Devices live behind it.
+pub trait Bus {
+    /// Read `size` (1, 2, 4, 8) bytes at a physical address that is not RAM.
+    fn mmio_read(&mut self, addr: u64, size: u8) -> u64;
+    /// Write `size` bytes at a physical address that is not RAM.
+    fn mmio_write(&mut self, addr: u64, size: u8, value: u64);
+    /// IN from an I/O port.
+    fn pio_in(&mut self, port: u16, size: u8) -> u32;
+    /// OUT to an I/O port.
+    fn pio_out(&mut self, port: u16, size: u8, value: u32);
+}
+
+/// A bus with nothing on it: unmapped reads return all ones, writes are dropped, as on a PC.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct NullBus;
+
+impl Bus for NullBus {
+    fn mmio_read(&mut self, _addr: u64, size: u8) -> u64 {
+        if size >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (size as u32 * 8)) - 1
+        }
+    }
+    fn mmio_write(&mut self, _addr: u64, _size: u8, _value: u64) {}
+    fn pio_in(&mut self, _port: u16, size: u8) -> u32 {
+        if size >= 4 {
+            u32::MAX
+        } else {
+            (1u32 << (size as u32 * 8)) - 1
+        }
+    }
+    fn pio_out(&mut self, _port: u16, _size: u8, _value: u32) {}
+}

@@ -1,0 +1,70 @@
+//! Instruction semantics, one file per family. Each family maps decoded instructions to
+//! handlers at decode time; anything no family claims raises #UD naming itself.
+
+use crate::decode::Handler;
+use crate::fault::{Fault, Trap};
+use crate::Ctx;
+use iced_x86::{Code, Instruction};
+
+pub mod alu;
+pub mod bit;
+pub mod control;
+pub mod mov;
+pub mod muldiv;
+pub mod shift;
+pub mod stack;
+pub mod string;
+pub mod system;
+
+/// The handler for a decoded instruction.
+pub fn lookup(ins: &Instruction) -> Handler {
+    if ins.code() == Code::INVALID {
+        return invalid;
+    }
+    alu::lookup(ins)
+        .or_else(|| shift::lookup(ins))
+        .or_else(|| muldiv::lookup(ins))
+        .or_else(|| bit::lookup(ins))
+        .or_else(|| mov::lookup(ins))
+        .or_else(|| stack::lookup(ins))
+        .or_else(|| control::lookup(ins))
+        .or_else(|| string::lookup(ins))
+        .or_else(|| system::lookup(ins))
+        .unwrap_or(not_implemented)
+}
+
+/// Instructions that must end a block although they do not transfer control (they change
+/// mode, paging or interrupt state, or talk to devices). Families add theirs here.
+pub fn ends_block(ins: &Instruction) -> bool {
+    system::ends_block(ins)
+}
+
+fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
+    Err(Fault::ud("invalid encoding").into())
+}
+
+fn not_implemented(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
+    Err(Fault::ud("instruction not implemented").into())
+}
+
+/// Does the instruction have a LOCK prefix? LOCK is only valid on memory-destination
+/// read-modify-write forms; families that allow it check this, everyone else raises #UD
+/// through [`check_no_lock`].
+#[inline]
+pub fn check_no_lock(ins: &Instruction) -> Result<(), Fault> {
+    if ins.has_lock_prefix() {
+        Err(Fault::ud("LOCK prefix not allowed on this instruction"))
+    } else {
+        Ok(())
+    }
+}
+
+/// LOCK is allowed only when operand 0 is memory.
+#[inline]
+pub fn check_lock_mem_dest(ins: &Instruction) -> Result<(), Fault> {
+    if ins.has_lock_prefix() && ins.op0_kind() != iced_x86::OpKind::Memory {
+        Err(Fault::ud("LOCK prefix with a register destination"))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,389 @@
+//! Architectural CPU state: plain data, `#[repr(C)]`, comparable, hashable into the state hash.
+
+/// Index of each general-purpose register in [`CpuState::gpr`], in x86 encoding order.
+pub mod reg {
+    pub const RAX: usize = 0;
+    pub const RCX: usize = 1;
+    pub const RDX: usize = 2;
+    pub const RBX: usize = 3;
+    pub const RSP: usize = 4;
+    pub const RBP: usize = 5;
+    pub const RSI: usize = 6;
+    pub const RDI: usize = 7;
+    pub const R8: usize = 8;
+    pub const R9: usize = 9;
+    pub const R10: usize = 10;
+    pub const R11: usize = 11;
+    pub const R12: usize = 12;
+    pub const R13: usize = 13;
+    pub const R14: usize = 14;
+    pub const R15: usize = 15;
+}
+
+/// RFLAGS bits.
+pub mod flags {
+    pub const CF: u64 = 1 << 0;
+    pub const FIXED1: u64 = 1 << 1;
+    pub const PF: u64 = 1 << 2;
+    pub const AF: u64 = 1 << 4;
+    pub const ZF: u64 = 1 << 6;
+    pub const SF: u64 = 1 << 7;
+    pub const TF: u64 = 1 << 8;
+    pub const IF: u64 = 1 << 9;
+    pub const DF: u64 = 1 << 10;
+    pub const OF: u64 = 1 << 11;
+    pub const IOPL: u64 = 3 << 12;
+    pub const NT: u64 = 1 << 14;
+    pub const RF: u64 = 1 << 16;
+    pub const VM: u64 = 1 << 17;
+    pub const AC: u64 = 1 << 18;
+    pub const VIF: u64 = 1 << 19;
+    pub const VIP: u64 = 1 << 20;
+    pub const ID: u64 = 1 << 21;
+    /// The six arithmetic status flags.
+    pub const STATUS: u64 = CF | PF | AF | ZF | SF | OF;
+}
+
+/// Segment register indices in [`CpuState::seg`] (x86 encoding order).
+pub mod sreg {
+    pub const ES: usize = 0;
+    pub const CS: usize = 1;
+    pub const SS: usize = 2;
+    pub const DS: usize = 3;
+    pub const FS: usize = 4;
+    pub const GS: usize = 5;
+}
+
+/// A segment register: the visible selector and the hidden descriptor cache.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub selector: u16,
+    /// Descriptor attribute bits as in the descriptor's bytes 5..6 (type, S, DPL, P, AVL, L, D/B, G).
+    pub attr: u16,
+    pub limit: u32,
+    pub base: u64,
+}
+
+impl Segment {
+    /// Long-mode (L) bit of a code segment.
+    pub fn long(&self) -> bool {
+        self.attr & (1 << 13) != 0
+    }
+    /// Default-size (D/B) bit.
+    pub fn default_big(&self) -> bool {
+        self.attr & (1 << 14) != 0
+    }
+    /// Descriptor privilege level.
+    pub fn dpl(&self) -> u8 {
+        ((self.attr >> 5) & 3) as u8
+    }
+}
+
+/// A descriptor-table register (GDTR/IDTR).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TableReg {
+    pub base: u64,
+    pub limit: u16,
+}
+
+/// x87 FPU state (register file kept as raw 80-bit values; semantics arrive with the SIMD/x87 issue).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct X87State {
+    /// ST registers in physical order, 80-bit little-endian in the low 10 bytes of each slot.
+    pub regs: [[u8; 16]; 8],
+    pub fcw: u16,
+    pub fsw: u16,
+    /// Abridged tag word as FXSAVE stores it (1 bit per register, 1 = valid).
+    pub ftw: u8,
+    pub fop: u16,
+    pub fip: u64,
+    pub fdp: u64,
+}
+
+impl Default for X87State {
+    fn default() -> Self {
+        X87State {
+            regs: [[0; 16]; 8],
+            fcw: 0x037f,
+            fsw: 0,
+            ftw: 0,
+            fop: 0,
+            fip: 0,
+            fdp: 0,
+        }
+    }
+}
+
+/// The complete architectural state of one vCPU.
+///
+/// Everything the guest can observe lives here and nothing else does: caches (TLB, decoded
+/// blocks) sit beside it in [`crate::Cpu`] and are never saved.
+#[repr(C)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CpuState {
+    pub gpr: [u64; 16],
+    pub rip: u64,
+    pub rflags: u64,
+    pub seg: [Segment; 6],
+    pub cr0: u64,
+    pub cr2: u64,
+    pub cr3: u64,
+    pub cr4: u64,
+    pub cr8: u64,
+    pub efer: u64,
+    pub gdtr: TableReg,
+    pub idtr: TableReg,
+    pub ldtr: Segment,
+    pub tr: Segment,
+    pub dr: [u64; 8],
+    /// MSRs modelled by the CPU itself (the system issue widens this set).
+    pub star: u64,
+    pub lstar: u64,
+    pub cstar: u64,
+    pub sfmask: u64,
+    pub kernel_gs_base: u64,
+    pub tsc_aux: u64,
+    pub pat: u64,
+    /// YMM0..15 as four little-endian 64-bit lanes each (XMM is the low two).
+    pub ymm: [[u64; 4]; 16],
+    pub mxcsr: u32,
+    pub xcr0: u64,
+    pub x87: X87State,
+    /// Interrupt shadow (after STI / MOV SS) still in force for the next instruction.
+    pub interrupt_shadow: bool,
+    /// The CPU executed HLT and waits for an interrupt.
+    pub halted: bool,
+}
+
+/// CR0/CR4/EFER bits used by the interpreter.
+pub mod ctl {
+    pub const CR0_PE: u64 = 1 << 0;
+    pub const CR0_MP: u64 = 1 << 1;
+    pub const CR0_EM: u64 = 1 << 2;
+    pub const CR0_TS: u64 = 1 << 3;
+    pub const CR0_ET: u64 = 1 << 4;
+    pub const CR0_NE: u64 = 1 << 5;
+    pub const CR0_WP: u64 = 1 << 16;
+    pub const CR0_AM: u64 = 1 << 18;
+    pub const CR0_PG: u64 = 1 << 31;
+    pub const CR4_PAE: u64 = 1 << 5;
+    pub const CR4_PGE: u64 = 1 << 7;
+    pub const CR4_OSFXSR: u64 = 1 << 9;
+    pub const CR4_OSXMMEXCPT: u64 = 1 << 10;
+    pub const CR4_FSGSBASE: u64 = 1 << 16;
+    pub const CR4_OSXSAVE: u64 = 1 << 18;
+    pub const CR4_SMEP: u64 = 1 << 20;
+    pub const CR4_SMAP: u64 = 1 << 21;
+    pub const EFER_SCE: u64 = 1 << 0;
+    pub const EFER_LME: u64 = 1 << 8;
+    pub const EFER_LMA: u64 = 1 << 10;
+    pub const EFER_NXE: u64 = 1 << 11;
+}
+
+impl Default for CpuState {
+    fn default() -> Self {
+        Self::power_on()
+    }
+}
+
+impl CpuState {
+    /// The architectural power-on/reset state: real mode at the reset vector.
+    pub fn power_on() -> Self {
+        let data = Segment {
+            selector: 0,
+            attr: 0x0093,
+            limit: 0xffff,
+            base: 0,
+        };
+        let mut seg = [data; 6];
+        seg[sreg::CS] = Segment {
+            selector: 0xf000,
+            attr: 0x009b,
+            limit: 0xffff,
+            base: 0xffff_0000,
+        };
+        CpuState {
+            gpr: [0; 16],
+            rip: 0xfff0,
+            rflags: flags::FIXED1,
+            seg,
+            cr0: ctl::CR0_ET | 0x6000_0000,
+            cr2: 0,
+            cr3: 0,
+            cr4: 0,
+            cr8: 0,
+            efer: 0,
+            gdtr: TableReg {
+                base: 0,
+                limit: 0xffff,
+            },
+            idtr: TableReg {
+                base: 0,
+                limit: 0xffff,
+            },
+            ldtr: Segment {
+                selector: 0,
+                attr: 0x0082,
+                limit: 0xffff,
+                base: 0,
+            },
+            tr: Segment {
+                selector: 0,
+                attr: 0x008b,
+                limit: 0xffff,
+                base: 0,
+            },
+            dr: [0, 0, 0, 0, 0xffff0ff0, 0x400, 0xffff0ff0, 0x400],
+            star: 0,
+            lstar: 0,
+            cstar: 0,
+            sfmask: 0,
+            kernel_gs_base: 0,
+            tsc_aux: 0,
+            pat: 0x0007_0406_0007_0406,
+            ymm: [[0; 4]; 16],
+            mxcsr: 0x1f80,
+            xcr0: 1,
+            x87: X87State::default(),
+            interrupt_shadow: false,
+            halted: false,
+        }
+    }
+
+    /// A flat 64-bit long-mode state at CPL `cpl` with paging on (`cr3` = PML4 physical address).
+    /// Used by the user-mode harness and by tests.
+    pub fn long_mode_flat(cr3: u64, cpl: u8) -> Self {
+        let mut s = Self::power_on();
+        let dpl = (cpl as u16) << 5;
+        // Present, S=1, type: code execute/read accessed, L=1.
+        let code = Segment {
+            selector: 0x08 | cpl as u16 | if cpl == 3 { 0x20 } else { 0 },
+            attr: 0xa09b | dpl,
+            limit: 0xffff_ffff,
+            base: 0,
+        };
+        let data = Segment {
+            selector: 0x10 | cpl as u16 | if cpl == 3 { 0x20 } else { 0 },
+            attr: 0xc093 | dpl,
+            limit: 0xffff_ffff,
+            base: 0,
+        };
+        s.seg = [data; 6];
+        s.seg[sreg::CS] = code;
+        s.cr0 = ctl::CR0_PE | ctl::CR0_MP | ctl::CR0_ET | ctl::CR0_NE | ctl::CR0_WP | ctl::CR0_PG;
+        s.cr3 = cr3;
+        s.cr4 = ctl::CR4_PAE | ctl::CR4_OSFXSR | ctl::CR4_OSXMMEXCPT | ctl::CR4_FSGSBASE;
+        s.efer = ctl::EFER_SCE | ctl::EFER_LME | ctl::EFER_LMA | ctl::EFER_NXE;
+        s.rflags = flags::FIXED1 | flags::IF;
+        s.rip = 0;
+        s
+    }
+
+    /// Current privilege level (CS.RPL, which equals CS.DPL outside conforming oddities).
+    #[inline]
+    pub fn cpl(&self) -> u8 {
+        (self.seg[sreg::CS].selector & 3) as u8
+    }
+
+    /// True in 64-bit mode (long mode active and CS.L set).
+    #[inline]
+    pub fn in_64bit_mode(&self) -> bool {
+        self.efer & ctl::EFER_LMA != 0 && self.seg[sreg::CS].long()
+    }
+
+    /// Code size in bits for decoding: 16, 32 or 64.
+    pub fn code_bitness(&self) -> u32 {
+        if self.in_64bit_mode() {
+            64
+        } else if self.cr0 & ctl::CR0_PE != 0 && self.seg[sreg::CS].default_big() {
+            32
+        } else {
+            16
+        }
+    }
+
+    /// FNV-1a hash (64-bit) over every architectural field, in a fixed order and encoding.
+    /// Identical on every host; used for the `--stats` state hash.
+    pub fn hash_into(&self, h: &mut StateHasher) {
+        for v in self.gpr {
+            h.u64(v);
+        }
+        h.u64(self.rip);
+        h.u64(self.rflags);
+        for s in &self.seg {
+            h.seg(s);
+        }
+        for v in [self.cr0, self.cr2, self.cr3, self.cr4, self.cr8, self.efer] {
+            h.u64(v);
+        }
+        h.u64(self.gdtr.base);
+        h.u64(self.gdtr.limit as u64);
+        h.u64(self.idtr.base);
+        h.u64(self.idtr.limit as u64);
+        h.seg(&self.ldtr);
+        h.seg(&self.tr);
+        for v in self.dr {
+            h.u64(v);
+        }
+        for v in [
+            self.star,
+            self.lstar,
+            self.cstar,
+            self.sfmask,
+            self.kernel_gs_base,
+            self.tsc_aux,
+            self.pat,
+        ] {
+            h.u64(v);
+        }
+        for y in self.ymm {
+            for v in y {
+                h.u64(v);
+            }
+        }
+        h.u64(self.mxcsr as u64);
+        h.u64(self.xcr0);
+        for r in self.x87.regs {
+            h.bytes(&r[..10]);
+        }
+        h.u64(self.x87.fcw as u64);
+        h.u64(self.x87.fsw as u64);
+        h.u64(self.x87.ftw as u64);
+        h.u64(self.interrupt_shadow as u64);
+        h.u64(self.halted as u64);
+    }
+}
+
+/// 64-bit FNV-1a: tiny, fixed, host-independent.
+#[derive(Clone, Debug)]
+pub struct StateHasher(u64);
+
+impl Default for StateHasher {
+    fn default() -> Self {
+        StateHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl StateHasher {
+    pub fn bytes(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 ^= x as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    pub fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn seg(&mut self, s: &Segment) {
+        self.u64(s.selector as u64);
+        self.u64(s.attr as u64);
+        self.u64(s.limit as u64);
+        self.u64(s.base);
+    }
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
