@@ -95,6 +95,32 @@ impl TestMachine {
     }
 }
 
+/// Fuzz entry shared by the `decode_exec` cargo-fuzz target and the stable no-panic test:
+/// the first 136 bytes set the 16 GPRs and RFLAGS, the rest is code run for at most 2,000
+/// instructions at CPL 3. Any architectural outcome is fine; a host panic is the bug.
+pub fn fuzz_decode_exec(data: &[u8]) -> Exit {
+    let mut m = TestMachine::new();
+    let (state, code) = data.split_at(data.len().min(136));
+    for (i, chunk) in state.chunks(8).enumerate() {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        let v = u64::from_le_bytes(b);
+        if i < 16 {
+            m.cpu.state.gpr[i] = v;
+        } else {
+            // Status flags and DF/AC/ID only; fixed bit 1 and IF stay set.
+            let user = crate::state::flags::STATUS | crate::state::flags::DF | crate::state::flags::AC | crate::state::flags::ID;
+            m.cpu.state.rflags = (m.cpu.state.rflags & !user) | (v & user);
+        }
+    }
+    // Keep the stack inside mapped memory half the time, to reach deeper code.
+    if m.cpu.state.gpr[reg::RSP] & 1 == 0 {
+        m.cpu.state.gpr[reg::RSP] = STACK_TOP - (m.cpu.state.gpr[reg::RSP] & 0xfff8);
+    }
+    let code = &code[..code.len().min(4096)];
+    m.run_code(code, 2_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
