@@ -11,7 +11,10 @@ pub mod bit;
 pub mod control;
 pub mod mov;
 pub mod muldiv;
+#[cfg(test)]
+mod native;
 pub mod shift;
+pub mod shift_double;
 pub mod stack;
 pub mod string;
 pub mod system;
@@ -23,6 +26,7 @@ pub fn lookup(ins: &Instruction) -> Handler {
     }
     alu::lookup(ins)
         .or_else(|| shift::lookup(ins))
+        .or_else(|| shift_double::lookup(ins))
         .or_else(|| muldiv::lookup(ins))
         .or_else(|| bit::lookup(ins))
         .or_else(|| mov::lookup(ins))
