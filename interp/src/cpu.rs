@@ -10,7 +10,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
 /// Per-vCPU configuration fixed when the machine is built.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct CpuConfig {
     /// SYSCALL stops the engine with [`ExitReason::Syscall`] instead of entering a guest kernel
     /// (the user-mode harness serves system calls on the host).

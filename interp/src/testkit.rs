@@ -109,7 +109,10 @@ pub fn fuzz_decode_exec(data: &[u8]) -> Exit {
             m.cpu.state.gpr[i] = v;
         } else {
             // Status flags and DF/AC/ID only; fixed bit 1 and IF stay set.
-            let user = crate::state::flags::STATUS | crate::state::flags::DF | crate::state::flags::AC | crate::state::flags::ID;
+            let user = crate::state::flags::STATUS
+                | crate::state::flags::DF
+                | crate::state::flags::AC
+                | crate::state::flags::ID;
             m.cpu.state.rflags = (m.cpu.state.rflags & !user) | (v & user);
         }
     }
