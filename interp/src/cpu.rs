@@ -17,14 +17,6 @@ pub struct CpuConfig {
     pub syscall_to_host: bool,
 }
 
-impl Default for CpuConfig {
-    fn default() -> Self {
-        CpuConfig {
-            syscall_to_host: false,
-        }
-    }
-}
-
 /// A virtual CPU.
 pub struct Cpu {
     pub state: CpuState,

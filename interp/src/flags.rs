@@ -8,7 +8,7 @@ use iced_x86::ConditionCode;
 /// PF: even parity of the low byte.
 #[inline(always)]
 pub fn parity(v: u64) -> u64 {
-    if (v as u8).count_ones() % 2 == 0 {
+    if (v as u8).count_ones().is_multiple_of(2) {
         PF
     } else {
         0

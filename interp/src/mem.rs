@@ -33,7 +33,7 @@ const CODE_MARK: u32 = 1 << 31;
 impl GuestRam {
     /// Map `size` bytes of zeroed RAM (lazily backed by the host).
     pub fn new(size: u64) -> Result<Self, MemError> {
-        if size == 0 || size % PAGE_SIZE != 0 {
+        if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
             return Err(MemError::BadSize(size));
         }
         let map =

@@ -30,7 +30,7 @@ fn random_code_never_panics_and_respects_budget() {
         let mut data = vec![0u8; len];
         for (i, b) in data.iter_mut().enumerate() {
             let r = rng.next();
-            *b = if i >= 136 && r % 3 == 0 {
+            *b = if i >= 136 && r.is_multiple_of(3) {
                 INTERESTING[(r >> 8) as usize % INTERESTING.len()]
             } else {
                 (r >> 16) as u8
