@@ -8,6 +8,7 @@ use iced_x86::{Code, Instruction};
 
 pub mod alu;
 pub mod bit;
+pub mod bmi;
 pub mod control;
 pub mod mov;
 pub mod muldiv;
@@ -29,6 +30,7 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| shift_double::lookup(ins))
         .or_else(|| muldiv::lookup(ins))
         .or_else(|| bit::lookup(ins))
+        .or_else(|| bmi::lookup(ins))
         .or_else(|| mov::lookup(ins))
         .or_else(|| stack::lookup(ins))
         .or_else(|| control::lookup(ins))
