@@ -16,6 +16,12 @@ pub mod muldiv;
 mod native;
 pub mod shift;
 pub mod shift_double;
+pub mod sse_common;
+pub mod sse_int;
+pub mod sse_mov;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod sse_native;
+pub mod sse_shuf;
 pub mod stack;
 pub mod string;
 pub mod system;
@@ -25,7 +31,11 @@ pub fn lookup(ins: &Instruction) -> Handler {
     if ins.code() == Code::INVALID {
         return invalid;
     }
-    alu::lookup(ins)
+    sse_mov::lookup(ins)
+        .or_else(|| sse_int::lookup(ins))
+        .or_else(|| sse_shuf::lookup(ins))
+        .or_else(|| sse_common::lookup(ins))
+        .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
         .or_else(|| muldiv::lookup(ins))
