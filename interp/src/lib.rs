@@ -4,6 +4,7 @@
 //! and a [`Bus`] and call [`Engine::run`] with an instruction budget.
 
 pub mod cpu;
+pub mod cpuid;
 pub mod ctx;
 pub mod decode;
 pub mod fault;
