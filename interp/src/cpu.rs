@@ -119,6 +119,9 @@ fn run_blocks(ctx: &mut Ctx) -> ExitReason {
             Ok(b) => b,
             Err(f) => return ExitReason::Exception(f),
         };
+        // A code write noticed before this block (e.g. by an instruction that then faulted or
+        // stopped part-way) is already reflected in the lookup above.
+        ctx.cpu.smc = false;
         for d in &block.insns {
             if ctx.cpu.retired >= ctx.cpu.budget_end {
                 return ExitReason::Budget;
