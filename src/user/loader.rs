@@ -132,7 +132,7 @@ pub fn load_segments(
         )));
     }
     for p in elf.loads() {
-        let vaddr = p.vaddr + bias;
+        let vaddr = p.vaddr.wrapping_add(bias); // in range: checked above
         let start = page_down(vaddr);
         let end = page_up(vaddr + p.memsz).ok_or(LoadError::TooBig)?;
         if end == start {
@@ -423,6 +423,20 @@ mod tests {
         }
         assert_eq!(g.cpu.state.rip, img.entry);
         assert_eq!(g.cpu.state.cpl(), 3);
+    }
+
+    #[test]
+    fn static_pie_linked_high_still_loads_at_the_base() {
+        let f = build(
+            ET_DYN,
+            0x7000_0000_0040,
+            &[load_seg(0, 0x7000_0000_0000, 120, 0x3000, PF_R | PF_X)],
+            &[],
+        );
+        let (mut g, img) = setup(&f, &["p"]).unwrap();
+        assert_eq!(img.entry, PIE_BASE + 0x40);
+        assert_eq!(img.brk_start, PIE_BASE + 0x3000);
+        assert_eq!(read(&mut g, PIE_BASE, 4), b"\x7fELF");
     }
 
     #[test]

@@ -448,3 +448,99 @@ fn run_loop_faults_and_limits() {
     );
     assert_eq!(g.cpu.retired, 1000);
 }
+
+/// A small fixed pseudo-random sequence (xorshift) for the robustness tests.
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+#[test]
+fn random_syscalls_never_panic() {
+    let mut g = guest_with(&[0x90]);
+    let mut k = kernel();
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let interesting = [
+        0,
+        1,
+        2,
+        8,
+        24,
+        4096,
+        DATA,
+        DATA + 4090,
+        ENTRY,
+        u64::MAX,
+        1 << 47,
+    ];
+    for i in 0..20_000u64 {
+        let n = i % 460;
+        let mut a = [0u64; 6];
+        for v in a.iter_mut() {
+            let r = xorshift(&mut s);
+            *v = if r & 1 == 0 {
+                interesting[(r >> 8) as usize % interesting.len()]
+            } else {
+                r >> (r & 63)
+            };
+        }
+        // Keep the host's stdio out of it: no reads of stdin, no writes to stdout/stderr.
+        if matches!(n, nr::READ | nr::READV | nr::WRITE | nr::WRITEV) {
+            a[0] = 7;
+        }
+        let _ = sys(&mut g, &mut k, n, &a);
+    }
+}
+
+#[test]
+fn mutated_elf_files_never_panic_the_loader() {
+    let code = asm(|a| a.ud2());
+    let mut g = guest_with(&code);
+    let good = {
+        // Rebuild the same file guest_with loads, to mutate it.
+        let code_off = 0x1000u64;
+        let mut tail = vec![0u8; (code_off as usize) - (64 + 2 * 56)];
+        tail.extend_from_slice(&code);
+        let file_len = code_off + code.len() as u64;
+        build(
+            ET_EXEC,
+            ENTRY,
+            &[
+                load_seg(0, TEXT, file_len, file_len, PF_R | PF_X),
+                load_seg(file_len, DATA, 0, 0x1_0000, PF_R | PF_W),
+            ],
+            &tail,
+        )
+    };
+    assert_eq!(run(&mut g, &mut kernel(), EngineKind::Interp, None), 132);
+    let mut s = 12345u64;
+    for _ in 0..400 {
+        let mut f = good.clone();
+        for _ in 0..1 + xorshift(&mut s) % 4 {
+            let r = xorshift(&mut s);
+            // Mostly the headers, sometimes anywhere; sometimes truncate.
+            let pos = if r & 3 != 0 {
+                (r >> 8) as usize % 176
+            } else {
+                (r >> 8) as usize % f.len()
+            };
+            f[pos] = (r >> 40) as u8;
+        }
+        if xorshift(&mut s) & 7 == 0 {
+            let cut = xorshift(&mut s) as usize % f.len();
+            f.truncate(cut);
+        }
+        if let Ok((mut g, _)) = loader::load(&Setup {
+            file: &f,
+            argv: vec![b"p".to_vec()],
+            execfn: b"p".to_vec(),
+            ram_bytes: 16 << 20,
+            random: [0; 16],
+            rng_seed: [0; 32],
+        }) {
+            run(&mut g, &mut kernel(), EngineKind::Interp, Some(1000));
+        }
+    }
+}
