@@ -117,6 +117,22 @@ fn arguments_including_dashes_reach_the_guest_with_fixed_environment() {
     assert_eq!(o.stdout, want);
 }
 
+#[test]
+fn lockstep_options_after_program_belong_to_the_guest() {
+    let o = lockstep(&[], &asm_prog("args"), &["--trace", "--"], b"");
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "",
+        "--trace after PROGRAM must not enable tracing"
+    );
+    let mut want = 3u64.to_le_bytes().to_vec();
+    // argv[1] is "--trace" (6 bytes shown), argv[2] is "--" (5 bytes shown: "--\0" + the
+    // start of envp[0]).
+    want.extend_from_slice(b"--trac--\0PAPATH=/usr/bin:/bin");
+    assert_eq!(o.stdout, want);
+}
+
 fn words(b: &[u8]) -> Vec<u64> {
     b.chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))

@@ -67,17 +67,35 @@ pub struct UserArgs {
     /// Guest physical memory in MiB (lazily backed by the host).
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
     pub ram_mb: u64,
-    /// The static x86-64 Linux executable to run.
-    pub program: PathBuf,
-    /// Arguments passed to the program (also ones that start with '-').
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub args: Vec<OsString>,
+    /// The static x86-64 Linux executable to run, then its arguments. Everything after PROGRAM
+    /// goes to the guest, including arguments that start with '-' (even `--stats` or `--`).
+    #[arg(
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+impl UserArgs {
+    /// The program to run (the first word of the command).
+    pub fn program(&self) -> PathBuf {
+        PathBuf::from(self.command.first().cloned().unwrap_or_default())
+    }
+
+    /// The guest's arguments after argv[0].
+    pub fn guest_args(&self) -> &[OsString] {
+        self.command.get(1..).unwrap_or(&[])
+    }
 }
 
 /// Entry point; returns the process exit code.
 pub fn main(args: UserArgs) -> i32 {
-    let path = args.program.display().to_string();
-    let file = match std::fs::read(&args.program) {
+    let program = args.program();
+    let path = program.display().to_string();
+    let file = match std::fs::read(&program) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("lockstep: {path}: {}", io_problem(&e));
@@ -94,9 +112,9 @@ pub fn main(args: UserArgs) -> i32 {
             return EXIT_LOAD;
         }
     };
-    let prog = args.program.as_os_str().as_bytes().to_vec();
+    let prog = program.as_os_str().as_bytes().to_vec();
     let mut argv = vec![prog.clone()];
-    argv.extend(args.args.iter().map(|a| a.as_bytes().to_vec()));
+    argv.extend(args.guest_args().iter().map(|a| a.as_bytes().to_vec()));
     let mut random = [0u8; 16];
     args.seed.stream("auxv").fill_bytes(&mut random);
     let setup = loader::Setup {
