@@ -20,10 +20,10 @@ pub const PIE_BASE: u64 = 0x5555_5555_4000;
 /// The guest's environment: small, fixed, independent of the host.
 pub const ENVIRONMENT: [&str; 4] = ["PATH=/usr/bin:/bin", "HOME=/", "TERM=dumb", "LANG=C"];
 
-/// AT_HWCAP: CPUID leaf 1 EDX of our synthetic CPU (FPU VME DE PSE TSC MSR PAE MCE CX8 APIC SEP
-/// MTRR PGE MCA CMOV PAT PSE36 CLFSH MMX FXSR SSE SSE2). Must equal the interpreter's CPUID
-/// leaf 1 EDX once CPUID is implemented.
-pub const HWCAP: u64 = 0x078b_fbff;
+/// AT_HWCAP: CPUID leaf 1 EDX of our synthetic CPU, as Linux reports it.
+pub fn hwcap() -> u64 {
+    lockstep_interp::cpuid::query(1, 0, 0).edx as u64
+}
 
 /// Fixed identity of the guest process.
 pub const GUEST_PID: u64 = 1000;
@@ -219,7 +219,7 @@ pub fn build_stack(
     mm.poke(ram, random_ptr, &random)?;
 
     let auxv: [(u64, u64); 19] = [
-        (AT_HWCAP, HWCAP),
+        (AT_HWCAP, hwcap()),
         (AT_PAGESZ, 4096),
         (AT_CLKTCK, 100),
         (AT_PHDR, image.phdr),
