@@ -1,11 +1,581 @@
-//! Benchmarks (skeleton).
+//! `lockstep bench`: runs benchmark programs natively, under `qemu-x86_64` and under
+//! `lockstep user`, and reports wall times (median of N runs), guest instructions, MIPS and
+//! the ratios between the three, all measured in the same invocation.
+//!
+//! The benchmark programs are the C programs of the test suite (tests/programs/, embedded in
+//! the binary by [`programs`]) with bigger inputs; they are built with the host's gcc (or
+//! musl-gcc) on first use. Prebuilt binaries can be given instead (`--programs DIR`).
+
+pub mod programs;
+pub mod run;
+
+use programs::{Libc, Opt, Variant};
+use run::{Exit, Guest, Output};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// `lockstep bench` arguments.
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// Runs per program and engine; the table shows the median wall time.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// What to run: a directory of prebuilt static x86-64 binaries, or a comma-separated list
+    /// of built-in benchmark names and/or paths to binaries. Default: every built-in benchmark.
+    #[arg(long)]
+    pub programs: Option<String>,
+    /// Print the results as JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// C library for building the built-in benchmarks: glibc (gcc -static) or musl
+    /// (musl-gcc -static). They are built at -O2.
+    #[arg(long, default_value = "glibc")]
+    pub libc: String,
+    /// Where to build the built-in benchmarks (default: $TMPDIR/lockstep-bench).
+    #[arg(long)]
+    pub build_dir: Option<PathBuf>,
+    /// The lockstep executable to measure (default: this one).
+    #[arg(long)]
+    pub lockstep: Option<PathBuf>,
+    /// Do not run qemu-x86_64.
+    #[arg(long)]
+    pub no_qemu: bool,
+    /// Seed for `lockstep user --seed`.
+    #[arg(long, default_value = "1")]
+    pub seed: String,
+    /// Timeout of a single run, in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
 
-/// Entry point; returns the process exit code.
-pub fn main(_args: BenchArgs) -> i32 {
-    eprintln!("lockstep: bench not built yet");
-    2
+/// One program to measure.
+#[derive(Clone, Debug)]
+struct Item {
+    name: String,
+    guest: Guest,
+}
+
+/// Measurements of one program.
+#[derive(Debug, Default)]
+struct Row {
+    name: String,
+    args: Vec<String>,
+    retired: Option<u64>,
+    native: Option<f64>,
+    qemu: Option<f64>,
+    lockstep: Option<f64>,
+    /// Problems seen (failed runs, differing output); empty when all is well.
+    notes: Vec<String>,
+}
+
+impl Row {
+    fn mips(&self) -> Option<f64> {
+        match (self.retired, self.lockstep) {
+            (Some(r), Some(w)) if w > 0.0 => Some(r as f64 / w / 1e6),
+            _ => None,
+        }
+    }
+
+    fn ratio(&self, other: Option<f64>) -> Option<f64> {
+        match (self.lockstep, other) {
+            (Some(l), Some(o)) if o > 0.0 => Some(l / o),
+            _ => None,
+        }
+    }
+}
+
+/// Entry point; returns the process exit code (0: all ran and agreed, 1: some program failed
+/// or disagreed, 2: setup error).
+pub fn main(args: BenchArgs) -> i32 {
+    match bench(&args) {
+        Ok(rows) => {
+            if rows.iter().all(|r| r.notes.is_empty()) {
+                0
+            } else {
+                1
+            }
+        }
+        Err(e) => {
+            eprintln!("lockstep bench: {e}");
+            2
+        }
+    }
+}
+
+fn bench(args: &BenchArgs) -> Result<Vec<Row>, String> {
+    let runs = args.runs.max(1);
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let lockstep = match &args.lockstep {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?,
+    };
+    let lockstep = std::fs::canonicalize(&lockstep).unwrap_or(lockstep);
+    let qemu = if args.no_qemu {
+        None
+    } else {
+        run::which("qemu-x86_64")
+    };
+    let qemu_note = match (&qemu, args.no_qemu) {
+        (_, true) => "skipped (--no-qemu)".to_string(),
+        (None, false) => "qemu-x86_64 not found (Debian: apt-get install -y qemu-user)".to_string(),
+        (Some(q), false) => q.display().to_string(),
+    };
+    let items = select(args)?;
+    if items.is_empty() {
+        return Err("no programs to run".into());
+    }
+    eprintln!(
+        "lockstep bench: {} programs, {runs} runs each; lockstep = {}; qemu = {qemu_note}",
+        items.len(),
+        lockstep.display()
+    );
+    let mut rows = Vec::new();
+    for item in &items {
+        let row = measure(item, runs, &lockstep, qemu.as_deref(), &args.seed, timeout);
+        rows.push(row);
+    }
+    if args.json {
+        print!("{}", to_json(&rows, runs, &qemu_note));
+    } else {
+        print!("{}", to_table(&rows, runs, &qemu_note));
+    }
+    Ok(rows)
+}
+
+/// Resolves `--programs` into the list of binaries, building the built-in ones.
+fn select(args: &BenchArgs) -> Result<Vec<Item>, String> {
+    let libc = match args.libc.as_str() {
+        "glibc" | "gcc" => Libc::Glibc,
+        "musl" | "musl-gcc" => Libc::Musl,
+        other => return Err(format!("--libc {other}: expected glibc or musl")),
+    };
+    let mut builtin: Vec<&'static programs::Program> = Vec::new();
+    let mut prebuilt: Vec<PathBuf> = Vec::new();
+    match &args.programs {
+        None => builtin.extend(programs::PROGRAMS.iter().filter(|p| p.bench_args.is_some())),
+        Some(spec) if Path::new(spec).is_dir() => prebuilt.extend(executables_in(Path::new(spec))?),
+        Some(spec) => {
+            for entry in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if let Some(p) = programs::find(entry) {
+                    builtin.push(p);
+                } else if Path::new(entry).is_file() {
+                    prebuilt.push(PathBuf::from(entry));
+                } else {
+                    let known: Vec<&str> = programs::PROGRAMS
+                        .iter()
+                        .filter(|p| p.bench_args.is_some())
+                        .map(|p| p.name)
+                        .collect();
+                    return Err(format!(
+                        "--programs: `{entry}` is neither a built-in benchmark ({}) nor a file",
+                        known.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    let mut items = Vec::new();
+    if !builtin.is_empty() {
+        programs::check_compilers(&[libc])?;
+        let dir = args
+            .build_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("lockstep-bench"));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let toolchain = programs::toolchain_description();
+        let variant = Variant { libc, opt: Opt::O2 };
+        let jobs: Vec<_> = builtin.iter().map(|&p| (p, variant)).collect();
+        eprintln!(
+            "lockstep bench: building {} programs in {}",
+            jobs.len(),
+            dir.display()
+        );
+        let bins = programs::build_all(&jobs, &dir, &toolchain, programs::default_threads())?;
+        for b in bins {
+            let args = b.program.bench_args.unwrap_or(b.program.test_args);
+            items.push(Item {
+                name: b.id.clone(),
+                guest: Guest::new(&b.path, args),
+            });
+        }
+    }
+    for path in prebuilt {
+        let path = std::fs::canonicalize(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // `sort-glibc-O2` gets the bench arguments of `sort`.
+        let stem = file.split('-').next().unwrap_or("");
+        let args = programs::find(stem)
+            .and_then(|p| p.bench_args)
+            .unwrap_or(&[]);
+        items.push(Item {
+            name: file,
+            guest: Guest::new(&path, args),
+        });
+    }
+    Ok(items)
+}
+
+/// The ELF executables directly inside `dir`, sorted by name.
+fn executables_in(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    for entry in rd.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            continue;
+        }
+        let mut magic = [0u8; 4];
+        let is_elf = std::fs::File::open(&path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .map(|_| magic == *b"\x7fELF")
+            .unwrap_or(false);
+        if is_elf {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn describe_failure(what: &str, out: &std::io::Result<Output>) -> Option<String> {
+    match out {
+        Err(e) => Some(format!("{what}: cannot run: {e}")),
+        Ok(o) if o.exit == Exit::Timeout => Some(format!("{what}: timed out")),
+        Ok(_) => None,
+    }
+}
+
+/// Adds a note to the row once.
+fn note(row: &mut Row, n: String) {
+    if !row.notes.contains(&n) {
+        row.notes.push(n);
+    }
+}
+
+fn first_stderr_line(o: &Output) -> String {
+    let text = String::from_utf8_lossy(&o.stderr);
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.chars().take(160).collect()
+}
+
+/// Runs one program `runs` times on each engine (interleaved: native, qemu, lockstep per round,
+/// so that all three see the same machine load) and checks that outputs agree.
+fn measure(
+    item: &Item,
+    runs: usize,
+    lockstep: &Path,
+    qemu: Option<&Path>,
+    seed: &str,
+    timeout: Duration,
+) -> Row {
+    let mut row = Row {
+        name: item.name.clone(),
+        args: item.guest.args.clone(),
+        ..Row::default()
+    };
+    let (mut native_t, mut qemu_t, mut lock_t) = (Vec::new(), Vec::new(), Vec::new());
+    let mut reference: Option<Output> = None;
+    let (mut qemu_ok, mut lock_ok) = (true, true);
+    for round in 0..runs {
+        eprintln!("lockstep bench: {} round {}/{runs}", item.name, round + 1);
+        let native = run::run_native(&item.guest, timeout);
+        if let Some(n) = describe_failure("native", &native) {
+            note(&mut row, n);
+            break;
+        }
+        let native = native.expect("checked above");
+        native_t.push(native.wall.as_secs_f64());
+        let reference = reference.get_or_insert(native);
+
+        if let (Some(q), true) = (qemu, qemu_ok) {
+            let out = run::run_qemu(q, &item.guest, timeout);
+            match describe_failure("qemu", &out) {
+                Some(n) => {
+                    note(&mut row, n);
+                    qemu_ok = false;
+                }
+                None => {
+                    let out = out.expect("checked above");
+                    if out.stdout != reference.stdout || out.exit != reference.exit {
+                        note(&mut row, format!("qemu output differs ({})", out.exit));
+                    }
+                    qemu_t.push(out.wall.as_secs_f64());
+                }
+            }
+        }
+
+        if lock_ok {
+            let out = run::run_lockstep(lockstep, seed, &item.guest, timeout);
+            match describe_failure("lockstep", &out) {
+                Some(n) => {
+                    note(&mut row, n);
+                    lock_ok = false;
+                }
+                None => {
+                    let out = out.expect("checked above");
+                    let (_, stats) = run::split_stats(&out.stderr);
+                    match stats {
+                        Err(e) => {
+                            note(
+                                &mut row,
+                                format!(
+                                    "lockstep: {}: {e}; stderr: {}",
+                                    out.exit,
+                                    first_stderr_line(&out)
+                                ),
+                            );
+                            lock_ok = false;
+                        }
+                        Ok(s) => {
+                            if out.stdout != reference.stdout || out.exit != reference.exit {
+                                note(
+                                    &mut row,
+                                    format!(
+                                        "lockstep output differs from native ({} vs {})",
+                                        out.exit, reference.exit
+                                    ),
+                                );
+                            }
+                            if row.retired.is_some_and(|r| r != s.retired) {
+                                note(
+                                    &mut row,
+                                    "lockstep retired count varies between runs".into(),
+                                );
+                            }
+                            row.retired = Some(s.retired);
+                            lock_t.push(out.wall.as_secs_f64());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    row.native = median(&mut native_t);
+    row.qemu = median(&mut qemu_t);
+    row.lockstep = median(&mut lock_t);
+    row
+}
+
+fn fmt_time(t: Option<f64>) -> String {
+    match t {
+        None => "-".into(),
+        Some(s) if s < 1.0 => format!("{:.1}ms", s * 1e3),
+        Some(s) => format!("{s:.2}s"),
+    }
+}
+
+fn fmt_opt(v: Option<f64>, suffix: &str) -> String {
+    v.map_or("-".into(), |x| format!("{x:.1}{suffix}"))
+}
+
+fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let groups: Vec<&str> = digits
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|g| std::str::from_utf8(g).unwrap_or(""))
+        .collect();
+    groups.join(",")
+}
+
+fn median_mips(rows: &[Row]) -> Option<f64> {
+    let mut m: Vec<f64> = rows.iter().filter_map(Row::mips).collect();
+    median(&mut m)
+}
+
+fn to_table(rows: &[Row], runs: usize, qemu_note: &str) -> String {
+    let header = [
+        "program",
+        "guest insns",
+        "native",
+        "qemu",
+        "lockstep",
+        "MIPS",
+        "ls/native",
+        "ls/qemu",
+    ];
+    let mut cells: Vec<[String; 8]> = Vec::new();
+    for r in rows {
+        cells.push([
+            r.name.clone(),
+            r.retired.map_or("-".into(), fmt_count),
+            fmt_time(r.native),
+            fmt_time(r.qemu),
+            fmt_time(r.lockstep),
+            fmt_opt(r.mips(), ""),
+            fmt_opt(r.ratio(r.native), "x"),
+            fmt_opt(r.ratio(r.qemu), "x"),
+        ]);
+    }
+    let mut width = header.map(str::len);
+    for c in &cells {
+        for (w, s) in width.iter_mut().zip(c.iter()) {
+            *w = (*w).max(s.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "wall times: median of {runs} runs; qemu: {qemu_note}");
+    let line = |out: &mut String, c: &[String]| {
+        for (i, (s, w)) in c.iter().zip(width.iter()).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{s:<w$}");
+            } else {
+                let _ = write!(out, "  {s:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &header.map(String::from));
+    for c in &cells {
+        line(&mut out, c);
+    }
+    let counted = rows.iter().filter(|r| r.mips().is_some()).count();
+    let _ = writeln!(
+        out,
+        "median MIPS: {} (over {counted} of {} programs)",
+        fmt_opt(median_mips(rows), ""),
+        rows.len()
+    );
+    for r in rows {
+        for n in &r.notes {
+            let _ = writeln!(out, "note: {}: {n}", r.name);
+        }
+    }
+    out
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_num(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x}"),
+        _ => "null".into(),
+    }
+}
+
+fn to_json(rows: &[Row], runs: usize, qemu_note: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{{\n  \"runs\": {runs},\n  \"qemu\": {},\n  \"programs\": [",
+        json_str(qemu_note)
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let args: Vec<String> = r.args.iter().map(|a| json_str(a)).collect();
+        let notes: Vec<String> = r.notes.iter().map(|a| json_str(a)).collect();
+        let _ = write!(
+            out,
+            "    {{\"name\": {}, \"args\": [{}], \"retired\": {}, \"native_s\": {}, \"qemu_s\": {}, \
+             \"lockstep_s\": {}, \"mips\": {}, \"lockstep_vs_native\": {}, \"lockstep_vs_qemu\": {}, \
+             \"notes\": [{}]}}",
+            json_str(&r.name),
+            args.join(", "),
+            r.retired.map_or("null".into(), |n| n.to_string()),
+            json_num(r.native),
+            json_num(r.qemu),
+            json_num(r.lockstep),
+            json_num(r.mips()),
+            json_num(r.ratio(r.native)),
+            json_num(r.ratio(r.qemu)),
+            notes.join(", "),
+        );
+        out.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
+    }
+    let _ = writeln!(
+        out,
+        "  ],\n  \"median_mips\": {}\n}}",
+        json_num(median_mips(rows))
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+    }
+
+    #[test]
+    fn table_and_json_show_ratios() {
+        let rows = vec![
+            Row {
+                name: "sort".into(),
+                retired: Some(200_000_000),
+                native: Some(0.01),
+                qemu: Some(0.1),
+                lockstep: Some(2.0),
+                ..Row::default()
+            },
+            Row {
+                name: "bad".into(),
+                notes: vec!["lockstep: exit code 2".into()],
+                ..Row::default()
+            },
+        ];
+        let t = to_table(&rows, 3, "q");
+        assert!(t.contains("200,000,000"), "{t}");
+        assert!(t.contains("100.0"), "{t}"); // MIPS
+        assert!(t.contains("200.0x") && t.contains("20.0x"), "{t}");
+        assert!(
+            t.contains("median MIPS: 100.0 (over 1 of 2 programs)"),
+            "{t}"
+        );
+        assert!(t.contains("note: bad: lockstep: exit code 2"), "{t}");
+        let j = to_json(&rows, 3, "q");
+        assert!(
+            j.contains("\"mips\": 100,") && j.contains("\"median_mips\": 100"),
+            "{j}"
+        );
+        assert!(j.contains("\"retired\": null"), "{j}");
+    }
+
+    #[test]
+    fn counts_get_separators() {
+        assert_eq!(fmt_count(0), "0");
+        assert_eq!(fmt_count(1234), "1,234");
+        assert_eq!(fmt_count(123456789), "123,456,789");
+    }
 }
