@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo build --release --quiet
 out=$(mktemp -d)
-musl-gcc -static -O2 -o "$out/demo" tests/programs/demo.c
+musl-gcc -static -O2 -o "$out/demo" scripts/demo.c
 for i in 1 2; do
   ./target/release/lockstep user --seed 1 --stats "$out/demo" lockstep demo
 done
