@@ -7,6 +7,7 @@ use crate::Ctx;
 use iced_x86::{Code, Instruction};
 
 pub mod alu;
+pub mod atomic;
 pub mod bit;
 pub mod bmi;
 pub mod control;
