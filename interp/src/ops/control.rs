@@ -238,7 +238,14 @@ fn ud2(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
 }
 
 fn syscall(x: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
+    let st = &mut x.cpu.state;
+    if st.efer & crate::state::ctl::EFER_SCE == 0 || !st.in_64bit_mode() {
+        return Err(Fault::ud("SYSCALL with EFER.SCE clear or outside 64-bit mode").into());
+    }
     if x.cpu.config.syscall_to_host {
+        // The architectural register effects happen; the kernel side is the host's.
+        st.gpr[crate::state::reg::RCX] = st.rip;
+        st.gpr[crate::state::reg::R11] = st.rflags & !crate::state::flags::RF;
         return Err(Trap::Syscall);
     }
     Err(Fault::ud("SYSCALL into a guest kernel is not implemented").into())

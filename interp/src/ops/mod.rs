@@ -53,7 +53,7 @@ pub fn lookup(ins: &Instruction) -> Handler {
 /// Instructions that must end a block although they do not transfer control (they change
 /// mode, paging or interrupt state, or talk to devices). Families add theirs here.
 pub fn ends_block(ins: &Instruction) -> bool {
-    system::ends_block(ins)
+    system::ends_block(ins) || stack::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
