@@ -368,7 +368,6 @@ fn elf32_is_rejected() {
 }
 
 #[test]
-#[ignore = "enabled at integration: needs the full integer/libc instruction set in the interpreter"]
 fn musl_printf_hello() {
     let Some(p) = try_build("hello_musl", "musl-gcc", "hello.c", &["-static", "-O1"]) else {
         panic!("musl-gcc not available (apt-get install musl-tools)");
@@ -379,7 +378,6 @@ fn musl_printf_hello() {
 }
 
 #[test]
-#[ignore = "enabled at integration: needs the full integer/SSE instruction set in the interpreter"]
 fn glibc_printf_hello() {
     let p = try_build("hello_glibc", "gcc", "hello.c", &["-static", "-O1"])
         .expect("gcc -static with glibc");
