@@ -1,0 +1,328 @@
+//! How a case ended on one side, and the comparison of the two sides field by field.
+
+use super::case::{Case, GPR_NAMES};
+use super::forms::{AF, CF, DF, OF, PF, SF, STATUS, ZF};
+use super::layout::DATA_ADDR;
+use super::native::NativeStop;
+use std::fmt::Write;
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The final INT3 was reached (RIP is after it).
+    Done,
+    /// An exception; `addr` is the faulting linear address of a #PF.
+    Fault { vector: u8, addr: Option<u64> },
+    /// Anything else (an unexpected signal, budget exhausted, ...).
+    Other(String),
+}
+
+/// The observable result of one side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub end: End,
+    pub rip: u64,
+    pub gpr: [u64; 16],
+    pub flags: u64,
+    /// Human-readable detail (the interpreter's fault text, the native signal).
+    pub note: String,
+}
+
+/// Exception mnemonic of a vector.
+pub fn vector_name(v: u8) -> &'static str {
+    match v {
+        0 => "#DE",
+        1 => "#DB",
+        3 => "#BP",
+        4 => "#OF",
+        5 => "#BR",
+        6 => "#UD",
+        7 => "#NM",
+        8 => "#DF",
+        10 => "#TS",
+        11 => "#NP",
+        12 => "#SS",
+        13 => "#GP",
+        14 => "#PF",
+        16 => "#MF",
+        17 => "#AC",
+        19 => "#XM",
+        _ => "#?",
+    }
+}
+
+impl End {
+    pub fn describe(&self) -> String {
+        match self {
+            End::Done => "reached INT3".into(),
+            End::Fault {
+                vector,
+                addr: Some(a),
+            } => format!("{} at address {a:#x}", vector_name(*vector)),
+            End::Fault { vector, .. } => vector_name(*vector).to_string(),
+            End::Other(s) => s.clone(),
+        }
+    }
+}
+
+impl Outcome {
+    /// Map a native stop to an outcome: SIGTRAP is the final INT3, SIGFPE #DE, SIGILL #UD,
+    /// SIGSEGV #GP (si_code SI_KERNEL) or #PF (with si_addr), SIGBUS #SS or #AC.
+    pub fn from_native(s: &NativeStop) -> Outcome {
+        const SI_KERNEL: i32 = 0x80;
+        const BUS_ADRALN: i32 = 1;
+        let fault = |vector: u8, addr: Option<u64>| End::Fault { vector, addr };
+        let end = match s.signal {
+            libc::SIGTRAP => End::Done,
+            libc::SIGFPE => fault(0, None),
+            libc::SIGILL => fault(6, None),
+            libc::SIGSEGV if s.si_code == SI_KERNEL => fault(13, None),
+            libc::SIGSEGV => fault(14, Some(s.si_addr)),
+            libc::SIGBUS if s.si_code == SI_KERNEL => fault(12, None),
+            libc::SIGBUS if s.si_code == BUS_ADRALN => fault(17, None),
+            sig => End::Other(format!("signal {sig} (si_code {})", s.si_code)),
+        };
+        Outcome {
+            end,
+            rip: s.rip,
+            gpr: s.gpr,
+            flags: s.rflags,
+            note: format!("signal {} si_code {:#x}", s.signal, s.si_code),
+        }
+    }
+}
+
+/// One field that differs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diff {
+    pub field: String,
+    pub native: String,
+    pub interp: String,
+}
+
+/// The verdict on one case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Match,
+    /// The interpreter raised "#UD ... not implemented" where the CPU did not raise #UD.
+    Unimplemented {
+        rip: u64,
+        what: String,
+    },
+    Mismatch(Vec<Diff>),
+}
+
+/// Names of the set flags among `mask`.
+pub fn flag_names(v: u64, mask: u64) -> String {
+    let mut s = String::new();
+    for (bit, n) in [
+        (CF, "CF"),
+        (PF, "PF"),
+        (AF, "AF"),
+        (ZF, "ZF"),
+        (SF, "SF"),
+        (DF, "DF"),
+        (OF, "OF"),
+    ] {
+        if mask & bit != 0 && v & bit != 0 {
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            s.push_str(n);
+        }
+    }
+    if s.is_empty() {
+        s.push('-');
+    }
+    s
+}
+
+fn hex_bytes(b: &[u8]) -> String {
+    b.iter().fold(String::new(), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    })
+}
+
+/// Most memory difference ranges listed per case.
+const MAX_MEM_DIFFS: usize = 8;
+
+/// Every field in which the two sides differ (end, RIP, GPRs, compared flags, data bytes).
+pub fn compare(case: &Case, n: &Outcome, nd: &[u8], i: &Outcome, id: &[u8]) -> Vec<Diff> {
+    let mut d = Vec::new();
+    let mut add = |field: String, native: String, interp: String| {
+        d.push(Diff {
+            field,
+            native,
+            interp,
+        })
+    };
+    if n.end != i.end {
+        let with_note = |o: &Outcome| {
+            if o.note.is_empty() {
+                o.end.describe()
+            } else {
+                format!("{} [{}]", o.end.describe(), o.note)
+            }
+        };
+        add("end".into(), n.end.describe(), with_note(i));
+    }
+    if n.rip != i.rip {
+        add(
+            "rip".into(),
+            format!("{:#x}", n.rip),
+            format!("{:#x}", i.rip),
+        );
+    }
+    for (r, name) in GPR_NAMES.iter().enumerate() {
+        if n.gpr[r] != i.gpr[r] {
+            add(
+                (*name).into(),
+                format!("{:#018x}", n.gpr[r]),
+                format!("{:#018x}", i.gpr[r]),
+            );
+        }
+    }
+    let mask = (STATUS | DF) & !case.ignore_flags;
+    if (n.flags ^ i.flags) & mask != 0 {
+        add(
+            "rflags".into(),
+            format!("{} ({:#x})", flag_names(n.flags, mask), n.flags & mask),
+            format!("{} ({:#x})", flag_names(i.flags, mask), i.flags & mask),
+        );
+    }
+    let len = nd.len().min(id.len());
+    let mut pos = 0;
+    let mut ranges = 0;
+    while pos < len {
+        if nd[pos] == id[pos] {
+            pos += 1;
+            continue;
+        }
+        // A run of differing bytes, merging gaps shorter than 8 bytes.
+        let start = pos;
+        let mut end = pos + 1;
+        let mut k = end;
+        while k < len && k < end + 8 {
+            if nd[k] != id[k] {
+                end = k + 1;
+            }
+            k += 1;
+        }
+        ranges += 1;
+        if ranges <= MAX_MEM_DIFFS {
+            add(
+                format!("mem[{:#x}..+{}]", DATA_ADDR + start as u64, end - start),
+                hex_bytes(&nd[start..end]),
+                hex_bytes(&id[start..end]),
+            );
+        }
+        pos = end;
+    }
+    if ranges > MAX_MEM_DIFFS {
+        add(
+            "mem".into(),
+            format!("{} more differing ranges", ranges - MAX_MEM_DIFFS),
+            String::new(),
+        );
+    }
+    d
+}
+
+/// Compare and classify: an interpreter "#UD ... not implemented" against a CPU that did
+/// not raise #UD is a gap, not a semantic mismatch.
+pub fn judge(case: &Case, n: &Outcome, nd: &[u8], i: &Outcome, id: &[u8]) -> Verdict {
+    let unimpl =
+        matches!(i.end, End::Fault { vector: 6, .. }) && i.note.contains("not implemented");
+    let native_ud_here = matches!(n.end, End::Fault { vector: 6, .. }) && n.rip == i.rip;
+    if unimpl && !native_ud_here {
+        return Verdict::Unimplemented {
+            rip: i.rip,
+            what: i.note.clone(),
+        };
+    }
+    let d = compare(case, n, nd, i, id);
+    if d.is_empty() {
+        Verdict::Match
+    } else {
+        Verdict::Mismatch(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out() -> Outcome {
+        Outcome {
+            end: End::Done,
+            rip: 0x1000_0004,
+            gpr: [7; 16],
+            flags: 0x202 | CF,
+            note: String::new(),
+        }
+    }
+
+    fn case() -> Case {
+        Case {
+            code: vec![0xcc],
+            gpr: [0; 16],
+            flags: 0,
+            mem_seed: 0,
+            ignore_flags: 0,
+        }
+    }
+
+    #[test]
+    fn equal_outcomes_match_and_each_field_is_detected() {
+        let (a, mem) = (out(), vec![0u8; 64]);
+        assert_eq!(judge(&case(), &a, &mem, &a, &mem), Verdict::Match);
+        let mut b = a.clone();
+        b.gpr[13] ^= 1 << 40;
+        let d = compare(&case(), &a, &mem, &b, &mem);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].field, "r13");
+        let mut b = a.clone();
+        b.flags ^= OF;
+        assert_eq!(compare(&case(), &a, &mem, &b, &mem)[0].field, "rflags");
+        // A flag outside the compared set (TF) or an ignored one does not count.
+        b.flags = a.flags ^ 0x100;
+        assert!(compare(&case(), &a, &mem, &b, &mem).is_empty());
+        let mut c = case();
+        c.ignore_flags = AF;
+        b.flags = a.flags ^ AF;
+        assert!(compare(&c, &a, &mem, &b, &mem).is_empty());
+        let mut m2 = mem.clone();
+        m2[10] = 1;
+        m2[12] = 1;
+        let d = compare(&case(), &a, &mem, &a, &m2);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].field, format!("mem[{:#x}..+3]", DATA_ADDR + 10));
+    }
+
+    #[test]
+    fn unimplemented_is_classified_apart() {
+        let mem = vec![0u8; 8];
+        let n = out();
+        let mut i = out();
+        i.end = End::Fault {
+            vector: 6,
+            addr: None,
+        };
+        i.note = "#UD (instruction not implemented)".into();
+        assert!(matches!(
+            judge(&case(), &n, &mem, &i, &mem),
+            Verdict::Unimplemented { .. }
+        ));
+        // Both #UD at the same instruction: compared normally.
+        let mut n2 = i.clone();
+        n2.note = "signal 4".into();
+        assert_eq!(judge(&case(), &n2, &mem, &i, &mem), Verdict::Match);
+        // The CPU raised #UD at a later instruction: still a gap in the interpreter.
+        n2.rip += 3;
+        assert!(matches!(
+            judge(&case(), &n2, &mem, &i, &mem),
+            Verdict::Unimplemented { .. }
+        ));
+    }
+}

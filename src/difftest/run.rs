@@ -1,0 +1,477 @@
+//! Running cases on both sides, the batch driver with per-form statistics, and minimisation of
+//! failing cases.
+
+use super::case::{fill_data, Case};
+use super::forms::{matches_filter, table, Form};
+use super::gen::{GenCase, Generator, Span};
+use super::host::{Feature, HostInfo};
+use super::layout::{CODE_ADDR, CODE_LEN, DATA_LEN};
+use super::native::NativeRunner;
+use super::outcome::{judge, Diff, End, Outcome, Verdict};
+use super::sim::InterpRunner;
+use crate::seed::Seed;
+use iced_x86::{Decoder, DecoderOptions};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Both sides of the comparison.
+pub struct Harness {
+    native: NativeRunner,
+    sim: InterpRunner,
+    data: Vec<u8>,
+    prev_len: usize,
+    pub native_time: Duration,
+    pub interp_time: Duration,
+}
+
+/// Both outcomes of one case and the verdict.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub native: Outcome,
+    pub interp: Outcome,
+    pub verdict: Verdict,
+}
+
+impl Harness {
+    /// Start the native child (first, so it forks from a small process) and the interpreter.
+    pub fn new() -> Result<Self, String> {
+        let mut native = NativeRunner::new().map_err(|e| e.to_string())?;
+        native.code_mut().fill(0xcc);
+        Ok(Harness {
+            native,
+            sim: InterpRunner::new(),
+            data: vec![0; DATA_LEN],
+            prev_len: 0,
+            native_time: Duration::ZERO,
+            interp_time: Duration::ZERO,
+        })
+    }
+
+    /// Run `case` natively and in the interpreter and compare.
+    pub fn run(&mut self, case: &Case) -> Result<Run, String> {
+        if case.code.is_empty() || case.code.len() > CODE_LEN {
+            return Err("case code length out of range".into());
+        }
+        fill_data(case.mem_seed, &mut self.data);
+        let n = case.code.len();
+        let code = self.native.code_mut();
+        code[..n].copy_from_slice(&case.code);
+        if self.prev_len > n {
+            code[n..self.prev_len].fill(0xcc);
+        }
+        self.prev_len = n;
+        self.native.data_mut().copy_from_slice(&self.data);
+        let t0 = Instant::now();
+        let stop = self
+            .native
+            .run(&case.gpr, case.flags)
+            .map_err(|e| format!("native run: {e}"))?;
+        let t1 = Instant::now();
+        let sim = &mut self.sim;
+        let data = &self.data;
+        let interp =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run(case, data))) {
+                Ok(o) => o,
+                Err(p) => {
+                    // A host panic is an interpreter bug: report it as this case's outcome and
+                    // start from a fresh machine.
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "non-string panic".into());
+                    self.sim = InterpRunner::new();
+                    Outcome {
+                        end: End::Other(format!("interpreter panicked: {msg}")),
+                        rip: 0,
+                        gpr: [0; 16],
+                        flags: 0,
+                        note: String::new(),
+                    }
+                }
+            };
+        let t2 = Instant::now();
+        self.native_time += t1 - t0;
+        self.interp_time += t2 - t1;
+        let native = Outcome::from_native(&stop);
+        let verdict = judge(case, &native, self.native.data(), &interp, self.sim.data());
+        Ok(Run {
+            native,
+            interp,
+            verdict,
+        })
+    }
+
+    /// Data pages after the last native run.
+    pub fn native_data(&self) -> &[u8] {
+        self.native.data()
+    }
+
+    /// Data pages after the last interpreter run.
+    pub fn interp_data(&self) -> &[u8] {
+        self.sim.data()
+    }
+
+    /// How often the native child had to be restarted.
+    pub fn restarts(&self) -> u64 {
+        self.native.restarts
+    }
+
+    /// Kill the native child (self-tests: the next run must restart it).
+    #[doc(hidden)]
+    pub fn kill_native_child(&mut self) {
+        self.native.kill_for_test();
+    }
+}
+
+/// Whether "undefined" flags (and SDM-undefined results) are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UndefMode {
+    /// Compare on the policy host only (see docs/undefined-flags.md), mask elsewhere.
+    Auto,
+    /// Always compare.
+    Compare,
+    /// Always mask.
+    Mask,
+}
+
+/// A batch run's parameters.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub seed: Seed,
+    pub cases: u64,
+    /// `--forms` pattern (see [`matches_filter`]).
+    pub filter: Option<String>,
+    /// Most forms per case.
+    pub len: usize,
+    pub stop_on_first: bool,
+    pub undefined: UndefMode,
+    /// Detailed failures kept per form (the counts are always complete).
+    pub examples_per_form: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            seed: Seed::default(),
+            cases: 10_000,
+            filter: None,
+            len: 4,
+            stop_on_first: false,
+            undefined: UndefMode::Auto,
+            examples_per_form: 3,
+        }
+    }
+}
+
+/// Per-form counts.
+#[derive(Clone, Debug, Default)]
+pub struct FormStat {
+    pub name: String,
+    /// Cases containing the form.
+    pub cases: u64,
+    /// Minimised mismatches ending in this form.
+    pub mismatches: u64,
+    /// Cases where the interpreter said "#UD not implemented" inside this form.
+    pub unimplemented: u64,
+    /// Cases where the CPU raised an exception inside this form.
+    pub native_faults: u64,
+}
+
+/// Kind of a recorded failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailKind {
+    Mismatch,
+    Unimplemented,
+}
+
+/// One failing case, minimised where it is a mismatch.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub kind: FailKind,
+    pub form: String,
+    pub case: Case,
+    pub native: Outcome,
+    pub interp: Outcome,
+    pub diffs: Vec<Diff>,
+    /// Form groups in the generated case, and in the minimised one.
+    pub original_groups: usize,
+    pub minimal_groups: usize,
+}
+
+/// Everything a batch run found.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub host: HostInfo,
+    pub compare_undefined: bool,
+    pub seed: Seed,
+    pub cases: u64,
+    pub elapsed: Duration,
+    pub native_time: Duration,
+    pub interp_time: Duration,
+    pub forms: Vec<FormStat>,
+    /// Forms left out, with the reason.
+    pub skipped: Vec<(String, String)>,
+    pub failures: Vec<Failure>,
+    pub mismatches: u64,
+    pub unimplemented: u64,
+    /// Interpreter "not implemented" by the iced code of the instruction at RIP.
+    pub unimplemented_codes: BTreeMap<String, u64>,
+    pub restarts: u64,
+}
+
+impl Summary {
+    pub fn cases_per_sec(&self) -> f64 {
+        self.cases as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    pub fn ok(&self) -> bool {
+        self.mismatches == 0 && self.unimplemented == 0
+    }
+}
+
+/// Decide which forms run on this host; returns (enabled indices, skipped with reasons).
+pub fn select_forms(
+    forms: &[Form],
+    host: &HostInfo,
+    filter: Option<&str>,
+    compare_undefined: bool,
+) -> (Vec<usize>, Vec<(String, String)>) {
+    let mut enabled = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, f) in forms.iter().enumerate() {
+        if let Some(p) = filter {
+            if !matches_filter(&f.name, p) {
+                continue;
+            }
+        }
+        if f.feature != Feature::Base && !host.has(f.feature) {
+            skipped.push((f.name.clone(), format!("host lacks {}", f.feature.name())));
+        } else if f.undef_result && !compare_undefined {
+            skipped.push((
+                f.name.clone(),
+                "result undefined by the SDM for some inputs; compared only on the policy host"
+                    .into(),
+            ));
+        } else {
+            enabled.push(i);
+        }
+    }
+    (enabled, skipped)
+}
+
+fn form_at(spans: &[Span], rip: u64) -> Option<usize> {
+    spans
+        .iter()
+        .find(|s| rip >= s.start && rip < s.end)
+        .map(|s| s.form)
+}
+
+/// iced code name of the instruction at `rip` in `code`.
+pub fn code_name_at(code: &[u8], rip: u64) -> String {
+    let off = rip.wrapping_sub(CODE_ADDR) as usize;
+    if off >= code.len() {
+        return "?".into();
+    }
+    let mut d = Decoder::with_ip(64, &code[off..], rip, DecoderOptions::NONE);
+    format!("{:?}", d.decode().code())
+}
+
+/// Smallest subsequence (by groups) of `n` groups for which `fails` still returns Some:
+/// first the shortest failing prefix, then drop earlier groups one at a time.
+pub fn shrink<T>(
+    n: usize,
+    full: T,
+    mut fails: impl FnMut(&[usize]) -> Option<T>,
+) -> (Vec<usize>, T) {
+    let mut cur: Vec<usize> = (0..n).collect();
+    let mut best = full;
+    for p in 1..n {
+        let prefix: Vec<usize> = (0..p).collect();
+        if let Some(r) = fails(&prefix) {
+            cur = prefix;
+            best = r;
+            break;
+        }
+    }
+    let mut i = 0;
+    while cur.len() > 1 && i + 1 < cur.len() {
+        let mut trial = cur.clone();
+        trial.remove(i);
+        match fails(&trial) {
+            Some(r) => {
+                cur = trial;
+                best = r;
+            }
+            None => i += 1,
+        }
+    }
+    (cur, best)
+}
+
+/// Shrink a mismatching case to fewer groups that still mismatch.
+fn minimise(
+    h: &mut Harness,
+    gc: &GenCase,
+    case: Case,
+    run: Run,
+) -> Result<(GenCase, Case, Run), String> {
+    let mut err = None;
+    let (keep, (case, run)) = shrink(gc.groups.len(), (case, run), |sel| {
+        let sub = gc.subset(sel);
+        let (c, _) = sub.to_case().ok()?;
+        match h.run(&c) {
+            Ok(r) if matches!(r.verdict, Verdict::Mismatch(_)) => Some((c, r)),
+            Ok(_) => None,
+            Err(e) => {
+                err = Some(e);
+                None
+            }
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok((gc.subset(&keep), case, run))
+}
+
+/// Run a batch of generated cases.
+pub fn run(cfg: &Config) -> Result<Summary, String> {
+    let host = HostInfo::detect();
+    let compare_undefined = match cfg.undefined {
+        UndefMode::Auto => host.is_policy_host(),
+        UndefMode::Compare => true,
+        UndefMode::Mask => false,
+    };
+    let forms = table();
+    let (enabled, skipped) = select_forms(&forms, &host, cfg.filter.as_deref(), compare_undefined);
+    if enabled.is_empty() {
+        return Err(format!(
+            "no forms to run (filter {:?}; {} skipped on this host)",
+            cfg.filter,
+            skipped.len()
+        ));
+    }
+    let mut stats: Vec<FormStat> = forms
+        .iter()
+        .map(|f| FormStat {
+            name: f.name.clone(),
+            ..FormStat::default()
+        })
+        .collect();
+    let mut gen = Generator::new(
+        forms.clone(),
+        enabled.clone(),
+        compare_undefined,
+        cfg.len,
+        cfg.seed.derive("difftest"),
+    );
+    let mut h = Harness::new()?;
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut kept: BTreeMap<(usize, bool), usize> = BTreeMap::new();
+    let (mut mismatches, mut unimplemented) = (0u64, 0u64);
+    let mut unimplemented_codes: BTreeMap<String, u64> = BTreeMap::new();
+    let start = Instant::now();
+    let mut done = 0u64;
+    while done < cfg.cases {
+        let gc = gen.next_case();
+        let (case, spans) = gc.to_case()?;
+        let r = h.run(&case)?;
+        done += 1;
+        for g in &gc.groups {
+            stats[g.form].cases += 1;
+        }
+        if matches!(r.native.end, End::Fault { .. }) {
+            if let Some(f) = form_at(&spans, r.native.rip) {
+                stats[f].native_faults += 1;
+            }
+        }
+        let failed = match r.verdict.clone() {
+            Verdict::Match => false,
+            Verdict::Unimplemented { rip, .. } => {
+                unimplemented += 1;
+                let f = form_at(&spans, rip).unwrap_or(gc.groups[gc.groups.len() - 1].form);
+                stats[f].unimplemented += 1;
+                *unimplemented_codes
+                    .entry(code_name_at(&case.code, rip))
+                    .or_default() += 1;
+                let n = kept.entry((f, false)).or_default();
+                if *n < 1.min(cfg.examples_per_form) {
+                    *n += 1;
+                    failures.push(Failure {
+                        kind: FailKind::Unimplemented,
+                        form: forms[f].name.clone(),
+                        case: case.clone(),
+                        diffs: Vec::new(),
+                        native: r.native.clone(),
+                        interp: r.interp.clone(),
+                        original_groups: gc.groups.len(),
+                        minimal_groups: gc.groups.len(),
+                    });
+                }
+                true
+            }
+            Verdict::Mismatch(_) => {
+                mismatches += 1;
+                let (mgc, mcase, mrun) = minimise(&mut h, &gc, case.clone(), r)?;
+                let f = mgc.groups[mgc.groups.len() - 1].form;
+                stats[f].mismatches += 1;
+                let n = kept.entry((f, true)).or_default();
+                if *n < cfg.examples_per_form {
+                    *n += 1;
+                    let diffs = match &mrun.verdict {
+                        Verdict::Mismatch(d) => d.clone(),
+                        _ => Vec::new(),
+                    };
+                    failures.push(Failure {
+                        kind: FailKind::Mismatch,
+                        form: forms[f].name.clone(),
+                        case: mcase,
+                        native: mrun.native,
+                        interp: mrun.interp,
+                        diffs,
+                        original_groups: gc.groups.len(),
+                        minimal_groups: mgc.groups.len(),
+                    });
+                }
+                true
+            }
+        };
+        if failed && cfg.stop_on_first {
+            break;
+        }
+    }
+    let elapsed = start.elapsed();
+    let forms_out = enabled.iter().map(|&i| stats[i].clone()).collect();
+    Ok(Summary {
+        host,
+        compare_undefined,
+        seed: cfg.seed,
+        cases: done,
+        elapsed,
+        native_time: h.native_time,
+        interp_time: h.interp_time,
+        forms: forms_out,
+        skipped,
+        failures,
+        mismatches,
+        unimplemented,
+        unimplemented_codes,
+        restarts: h.restarts(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shrink_finds_the_single_culprit() {
+        // Fails whenever group 5 is present; also needs group 2 (an order-sensitive pair).
+        let (keep, _) = shrink(8, (), |sel| {
+            (sel.contains(&5) && sel.contains(&2)).then_some(())
+        });
+        assert_eq!(keep, vec![2, 5]);
+        let (keep, _) = shrink(4, (), |sel| sel.contains(&0).then_some(()));
+        assert_eq!(keep, vec![0]);
+    }
+}
