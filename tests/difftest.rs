@@ -36,7 +36,7 @@ fn case(code: &[u8]) -> Case {
 /// Passes only once every instruction family is integrated (in the difftest branch alone the
 /// interpreter implements MOV/NOP/JMP/UD2/SYSCALL); remove the `ignore` at integration.
 #[test]
-#[ignore = "needs every instruction family; enable after integration (see docs/difftest.md)"]
+
 fn full_table_20k_cases_match_the_host() {
     let cfg = Config {
         seed: seed("d1ff7e57"),

@@ -127,6 +127,7 @@ fn run_blocks(ctx: &mut Ctx) -> ExitReason {
                 return ExitReason::Budget;
             }
             ctx.cpu.state.rip = d.ins.next_ip();
+            ctx.ss_operand = false;
             match (d.handler)(ctx, &d.ins) {
                 Ok(()) => ctx.cpu.retired += 1,
                 Err(t) => match t {

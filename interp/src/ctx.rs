@@ -12,11 +12,20 @@ pub struct Ctx<'a> {
     pub cpu: &'a mut Cpu,
     pub ram: &'a mut GuestRam,
     pub bus: &'a mut dyn Bus,
+    /// The current memory access is SS-relative (explicit operand with an RSP/RBP base, or a
+    /// stack push/pop): a non-canonical address then raises #SS(0) instead of #GP(0). Set by
+    /// `effective_addr` and the stack helpers, cleared by the engine before each instruction.
+    pub ss_operand: bool,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(cpu: &'a mut Cpu, ram: &'a mut GuestRam, bus: &'a mut dyn Bus) -> Self {
-        Ctx { cpu, ram, bus }
+        Ctx {
+            cpu,
+            ram,
+            bus,
+            ss_operand: false,
+        }
     }
 
     /// Translate a linear address for `access` at the current privilege, filling the TLB.
@@ -36,7 +45,11 @@ impl<'a> Ctx<'a> {
     fn translate_slow(&mut self, lin: u64, access: Access, user: bool) -> Result<u64, Fault> {
         let st = &self.cpu.state;
         if st.efer & crate::state::ctl::EFER_LMA != 0 && !mmu::is_canonical(lin) {
-            return Err(Fault::GP0);
+            return Err(if self.ss_operand {
+                Fault::StackFault(0)
+            } else {
+                Fault::GP0
+            });
         }
         let t = mmu::walk(self.ram, st, lin, access, user)?;
         let cacheable = user == (st.cpl() == 3) && self.ram.contains(t.phys_page, PAGE_SIZE);
@@ -88,7 +101,8 @@ impl<'a> Ctx<'a> {
         self.translate(lin, Access::Write)?;
         let last = lin.wrapping_add(len - 1);
         if (last ^ lin) >> 12 != 0 {
-            self.translate(last, Access::Write)?;
+            // A fault on the second page reports that page's first byte, as the hardware does.
+            self.translate(last & !0xfff, Access::Write)?;
         }
         Ok(())
     }
@@ -224,6 +238,7 @@ impl<'a> Ctx<'a> {
     pub fn push(&mut self, val: u64, size: u8) -> Result<(), Fault> {
         let new = self.cpu.state.gpr[reg::RSP].wrapping_sub(size as u64);
         let lin = self.stack_lin(new);
+        self.ss_operand = true;
         self.write(lin, size, val)?;
         self.set_rsp(new);
         Ok(())
@@ -240,6 +255,7 @@ impl<'a> Ctx<'a> {
     /// Read the stack at RSP + `offset` without changing RSP.
     pub fn peek_stack(&mut self, offset: u64, size: u8) -> Result<u64, Fault> {
         let lin = self.stack_lin(self.cpu.state.gpr[reg::RSP].wrapping_add(offset));
+        self.ss_operand = true;
         self.read(lin, size)
     }
 

@@ -169,14 +169,18 @@ impl Ctx<'_> {
 
     /// Linear address of the instruction's memory operand (segment base applied).
     #[inline]
-    pub fn effective_addr(&self, ins: &Instruction) -> u64 {
+    pub fn effective_addr(&mut self, ins: &Instruction) -> u64 {
+        let seg = ins.memory_segment();
         let off = self.effective_offset(ins);
-        self.seg_linear(ins.memory_segment(), off)
+        self.seg_linear(seg, off)
     }
 
     /// Apply a segment's base to an offset. In 64-bit mode only FS and GS have a base.
     #[inline]
-    pub fn seg_linear(&self, seg: Register, off: u64) -> u64 {
+    /// Also records whether the access is SS-relative: a non-canonical SS-relative address
+    /// (RSP/RBP base, stack operations) faults #SS(0) instead of #GP(0).
+    pub fn seg_linear(&mut self, seg: Register, off: u64) -> u64 {
+        self.ss_operand = seg == Register::SS;
         let st = &self.cpu.state;
         if st.in_64bit_mode() {
             match seg {

@@ -65,7 +65,7 @@ pub fn xmm_op(ins: &Instruction, n: u32) -> usize {
 /// #GP(0) before any memory access (legacy SSE rule for every m128 operand except the
 /// explicitly unaligned moves).
 #[inline]
-pub fn m128_addr(x: &Ctx, ins: &Instruction, aligned: bool) -> Result<u64, Fault> {
+pub fn m128_addr(x: &mut Ctx, ins: &Instruction, aligned: bool) -> Result<u64, Fault> {
     let a = x.effective_addr(ins);
     if aligned && a & 15 != 0 {
         return Err(Fault::GP0);

@@ -71,7 +71,7 @@ fn sized(size: u32, h2: Handler, h4: Handler, h8: Handler) -> Handler {
 /// Linear address of a stack offset (wrapped to the stack width, SS base applied outside
 /// 64-bit mode).
 #[inline]
-fn stack_lin(x: &Ctx, off: u64) -> u64 {
+fn stack_lin(x: &mut Ctx, off: u64) -> u64 {
     let w = x.stack_width();
     x.seg_linear(Register::SS, off & mask(w))
 }
@@ -174,30 +174,30 @@ fn enter<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let level = (ins.immediate8_2nd() & 31) as u64;
     let rsp = x.cpu.state.gpr[reg::RSP];
     let rbp = x.cpu.state.gpr[reg::RBP];
-    let mut vals = [0u64; 33];
-    let mut n = 0usize;
-    let slot = |k: usize| rsp.wrapping_sub(size * (k as u64 + 1));
-    // Push RBP.
-    x.probe_write(stack_lin(x, slot(0)), size)?;
-    vals[0] = rbp & mask(S);
+    // The pushes are written one at a time, as the hardware does: a nested-frame slot read
+    // after an earlier push sees that push, and a fault on a later access leaves the earlier
+    // pushes in memory (registers stay unchanged). Measured on the reference host.
+    let slot = |k: u64| rsp.wrapping_sub(size * (k + 1));
+    let mut n = 0u64;
+    let lin = stack_lin(x, slot(n));
+    x.write(lin, S, rbp & mask(S))?;
     n += 1;
     let frame_temp = slot(0);
     if level > 0 {
         for i in 1..level {
-            let v = x.read(stack_lin(x, rbp.wrapping_sub(i * size)), S)?;
-            x.probe_write(stack_lin(x, slot(n)), size)?;
-            vals[n] = v;
+            let lin = stack_lin(x, rbp.wrapping_sub(i * size));
+            let v = x.read(lin, S)?;
+            let lin = stack_lin(x, slot(n));
+            x.write(lin, S, v)?;
             n += 1;
         }
-        x.probe_write(stack_lin(x, slot(n)), size)?;
-        vals[n] = frame_temp & mask(S);
+        let lin = stack_lin(x, slot(n));
+        x.write(lin, S, frame_temp & mask(S))?;
         n += 1;
     }
-    let final_rsp = rsp.wrapping_sub(size * n as u64).wrapping_sub(alloc);
-    x.probe_write(stack_lin(x, final_rsp), size)?;
-    for (k, &v) in vals[..n].iter().enumerate() {
-        x.write(stack_lin(x, slot(k)), S, v)?;
-    }
+    let final_rsp = rsp.wrapping_sub(size * n).wrapping_sub(alloc);
+    let lin = stack_lin(x, final_rsp);
+    x.probe_write(lin, size)?;
     let bp = GprRef {
         index: reg::RBP,
         size: S,
@@ -212,7 +212,8 @@ fn enter<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 fn leave<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
     let rbp = x.cpu.state.gpr[reg::RBP];
-    let v = x.read(stack_lin(x, rbp), S)?;
+    let lin = stack_lin(x, rbp);
+    let v = x.read(lin, S)?;
     let rsp = x.cpu.state.gpr[reg::RSP];
     x.add_rsp(rbp.wrapping_sub(rsp).wrapping_add(S as u64));
     let bp = GprRef {

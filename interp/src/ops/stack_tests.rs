@@ -314,13 +314,17 @@ fn enter_faults_are_precise() {
             make_read_only(m, 0x0040_0000);
             m.cpu.state.gpr[reg::RSP] = top;
             m.ram.write_u64(top - 8, 0x5555).unwrap();
+            m.cpu.state.gpr[reg::RBP] = 0x1234;
         },
         Fault::PageFault {
             addr: top - 8 - 0x20,
             code: 7,
         },
     );
-    assert_eq!(m.read_u64(top - 8), 0x5555);
+    // As on the reference host, the push of RBP is already in memory when the final check
+    // faults; registers are unchanged.
+    assert_eq!(m.read_u64(top - 8), 0x1234);
+    assert_eq!(m.gpr(reg::RSP), top);
     // Exactly at the page boundary it is fine.
     let m = run_to_ud2(
         |a| a.enter(0x8u32, 0u32),

@@ -137,12 +137,12 @@ impl Str {
     }
 
     #[inline]
-    fn src(&self, x: &Ctx) -> u64 {
+    fn src(&self, x: &mut Ctx) -> u64 {
         x.seg_linear(self.src_seg, self.reg(x, RSI))
     }
 
     #[inline]
-    fn dst(&self, x: &Ctx) -> u64 {
+    fn dst(&self, x: &mut Ctx) -> u64 {
         x.seg_linear(Register::ES, self.reg(x, RDI))
     }
 
@@ -211,8 +211,10 @@ fn rep_fault(x: &mut Ctx, n: u64, f: Fault) -> Trap {
 /// One MOVS element: read, write, then advance (nothing changes if either access faults).
 #[inline]
 fn movs_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
-    let v = x.read(g.src(x), g.esize)?;
-    x.write(g.dst(x), g.esize, v)?;
+    let lin = g.src(x);
+    let v = x.read(lin, g.esize)?;
+    let lin = g.dst(x);
+    x.write(lin, g.esize, v)?;
     g.advance(x, RSI, 1);
     g.advance(x, RDI, 1);
     Ok(())
@@ -316,7 +318,8 @@ fn movs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 #[inline]
 fn stos_one(x: &mut Ctx, g: &Str, val: u64) -> Result<(), Fault> {
-    x.write(g.dst(x), g.esize, val)?;
+    let lin = g.dst(x);
+    x.write(lin, g.esize, val)?;
     g.advance(x, RDI, 1);
     Ok(())
 }
@@ -391,7 +394,8 @@ fn stos(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 #[inline]
 fn lods_one(x: &mut Ctx, g: &Str, dst: Register) -> Result<(), Fault> {
-    let v = x.read(g.src(x), g.esize)?;
+    let lin = g.src(x);
+    let v = x.read(lin, g.esize)?;
     write_reg(&mut x.cpu.state, dst, v);
     g.advance(x, RSI, 1);
     Ok(())
@@ -428,8 +432,10 @@ fn lods(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 /// One CMPS element: compare [src] with ES:[RDI] (as `SUB [src], [rdi]`), then advance.
 #[inline]
 fn cmps_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
-    let a = x.read(g.src(x), g.esize)?;
-    let b = x.read(g.dst(x), g.esize)?;
+    let lin = g.src(x);
+    let a = x.read(lin, g.esize)?;
+    let lin = g.dst(x);
+    let b = x.read(lin, g.esize)?;
     set_status(&mut x.cpu.state, STATUS, compare_flags(a, b, g.esize));
     g.advance(x, RSI, 1);
     g.advance(x, RDI, 1);
@@ -440,7 +446,8 @@ fn cmps_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
 #[inline]
 fn scas_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
     let a = x.cpu.state.gpr[RAX] & mask(g.esize);
-    let b = x.read(g.dst(x), g.esize)?;
+    let lin = g.dst(x);
+    let b = x.read(lin, g.esize)?;
     set_status(&mut x.cpu.state, STATUS, compare_flags(a, b, g.esize));
     g.advance(x, RDI, 1);
     Ok(())
