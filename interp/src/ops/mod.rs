@@ -19,6 +19,8 @@ mod native;
 pub mod pcmpstr;
 pub mod shift;
 pub mod shift_double;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod simd_int_native;
 pub mod sse41;
 pub mod sse42;
 pub mod sse_common;
