@@ -11,18 +11,25 @@ pub mod atomic;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod mmx;
 pub mod mov;
 pub mod muldiv;
 #[cfg(test)]
 mod native;
+pub mod pcmpstr;
 pub mod shift;
 pub mod shift_double;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod simd_int_native;
+pub mod sse41;
+pub mod sse42;
 pub mod sse_common;
 pub mod sse_int;
 pub mod sse_mov;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod sse_native;
 pub mod sse_shuf;
+pub mod ssse3;
 pub mod stack;
 pub mod string;
 pub mod system;
@@ -36,6 +43,11 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse_int::lookup(ins))
         .or_else(|| sse_shuf::lookup(ins))
         .or_else(|| sse_common::lookup(ins))
+        .or_else(|| ssse3::lookup(ins))
+        .or_else(|| sse41::lookup(ins))
+        .or_else(|| sse42::lookup(ins))
+        .or_else(|| pcmpstr::lookup(ins))
+        .or_else(|| mmx::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
