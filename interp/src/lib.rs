@@ -9,6 +9,7 @@ pub mod ctx;
 pub mod decode;
 pub mod fault;
 pub mod flags;
+pub mod fp;
 pub mod mem;
 pub mod mmu;
 pub mod operand;

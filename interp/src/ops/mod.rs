@@ -23,7 +23,17 @@ pub mod shift_double;
 mod simd_int_native;
 pub mod sse41;
 pub mod sse42;
+pub mod sse_blend;
+pub mod sse_cmp;
 pub mod sse_common;
+pub mod sse_cvt;
+pub mod sse_fp;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod sse_fp_inputs;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod sse_fp_native;
+#[cfg(test)]
+mod sse_fp_tests;
 pub mod sse_int;
 pub mod sse_mov;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -48,6 +58,10 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse42::lookup(ins))
         .or_else(|| pcmpstr::lookup(ins))
         .or_else(|| mmx::lookup(ins))
+        .or_else(|| sse_fp::lookup(ins))
+        .or_else(|| sse_cmp::lookup(ins))
+        .or_else(|| sse_cvt::lookup(ins))
+        .or_else(|| sse_blend::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
