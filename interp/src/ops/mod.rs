@@ -14,7 +14,7 @@ pub mod control;
 pub mod mov;
 pub mod muldiv;
 #[cfg(test)]
-mod native;
+pub(crate) mod native;
 pub mod shift;
 pub mod shift_double;
 pub mod sse_common;
