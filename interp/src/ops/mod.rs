@@ -26,6 +26,13 @@ pub mod sse_shuf;
 pub mod stack;
 pub mod string;
 pub mod system;
+pub mod x87_arith;
+pub mod x87_cmp;
+pub mod x87_common;
+pub mod x87_ctl;
+pub mod x87_load;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod x87_native;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
@@ -47,6 +54,10 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| control::lookup(ins))
         .or_else(|| string::lookup(ins))
         .or_else(|| system::lookup(ins))
+        .or_else(|| x87_load::lookup(ins))
+        .or_else(|| x87_arith::lookup(ins))
+        .or_else(|| x87_cmp::lookup(ins))
+        .or_else(|| x87_ctl::lookup(ins))
         .unwrap_or(not_implemented)
 }
 

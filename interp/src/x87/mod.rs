@@ -3,8 +3,10 @@
 //! numeric operations ([`misc`]) and transcendentals ([`trans`]). Never uses host floating point.
 
 pub mod arith;
+pub mod convert;
 pub mod float;
+pub mod misc;
 #[cfg(all(test, target_arch = "x86_64"))]
-mod native_tests;
+pub(crate) mod native_tests;
 
 pub use float::{sw, Class, Env, F80};
