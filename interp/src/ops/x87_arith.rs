@@ -86,7 +86,7 @@ fn binary(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         (Some(d), Some(s)) => {
             let (a, b) = if reverse { (s, d) } else { (d, s) };
             let r = compute(op, a, b, &e);
-            if conv_de != 0 && !a.is_nan() && !b.is_nan() && r.1 & sw::IE == 0 {
+            if conv_de != 0 && !a.is_nan() && !b.is_nan() && r.1 & (sw::IE | sw::ZE) == 0 {
                 with_de(r, conv_de, &e)
             } else {
                 r
@@ -140,10 +140,22 @@ fn st0_st1(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         },
         _ => (F80::INDEFINITE, UNDERFLOW),
     };
+    // FPREM/FPREM1 replace C0..C3 when they compute a remainder; after an invalid operand,
+    // a NaN, a stack underflow or an unmasked #D only C1 and C2 are cleared (this host).
+    let computed = flags & (sw::IE | sw::SF) == 0
+        && !suppressed(f, flags)
+        && !read_st(f, 0).is_nan()
+        && !read_st(f, 1).is_nan();
+    let cc = if m == Mnemonic::Fscale {
+        sw::C1
+    } else if computed {
+        sw::CC
+    } else {
+        sw::C1 | sw::C2
+    };
     if !suppressed(f, flags) {
         set_st(f, 0, v);
     }
-    let cc = if m == Mnemonic::Fscale { sw::C1 } else { sw::CC };
     let exc = set_status(f, flags, cc);
     record(x, ins, exc, None);
     Ok(())
@@ -154,13 +166,11 @@ fn fxtract(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_waiting(x, ins)?;
     let f = &mut x.cpu.state.x87;
     let e = env(f);
-    let (ex, sg, flags) = if !is_empty(f, 7) {
-        (F80::INDEFINITE, F80::INDEFINITE, OVERFLOW)
-    } else {
-        match get_st(f, 0) {
-            Some(a) => misc::extract(a, &e),
-            None => (F80::INDEFINITE, F80::INDEFINITE, UNDERFLOW),
-        }
+    // An empty ST(0) (underflow) takes priority over a full stack (overflow).
+    let (ex, sg, flags) = match get_st(f, 0) {
+        None => (F80::INDEFINITE, F80::INDEFINITE, UNDERFLOW),
+        Some(_) if !is_empty(f, 7) => (F80::INDEFINITE, F80::INDEFINITE, OVERFLOW),
+        Some(a) => misc::extract(a, &e),
     };
     if !suppressed(f, flags) {
         set_st(f, 0, ex);

@@ -76,9 +76,9 @@ fn fcom(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
             pop(f);
         }
     }
-    let cc = if sup { 0 } else { ord.cc() };
-    let mask = if sup { sw::C1 } else { sw::CC };
-    let exc = set_status(f, cc | (flags & !sw::C1), mask);
+    // The condition codes are written even when an unmasked exception suppresses the pop
+    // (unordered for an invalid operand, the real order with an unmasked #D).
+    let exc = set_status(f, ord.cc() | (flags & !sw::C1), sw::CC);
     record(x, ins, exc, mem);
     Ok(())
 }
@@ -96,16 +96,15 @@ fn fcomi(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         (Some(a), Some(b)) => misc::compare(a, b, quiet, &e),
         _ => (Ordering::Unordered, UNDERFLOW),
     };
-    let sup = suppressed(f, flags);
-    if !sup {
-        if matches!(m, Fcomip | Fucomip) {
-            pop(f);
-        }
-        let r = &mut x.cpu.state.rflags;
-        *r = (*r & !(ZF | PF | CF | OF | SF | AF)) | ord.eflags();
+    // RFLAGS are written even when an unmasked exception suppresses the pop; C1 is left
+    // alone unless the stack underflowed (this host).
+    if !suppressed(f, flags) && matches!(m, Fcomip | Fucomip) {
+        pop(f);
     }
-    let f = &mut x.cpu.state.x87;
-    let exc = set_status(f, flags & !sw::C1, sw::C1);
+    let c1 = if flags & sw::SF != 0 { sw::C1 } else { 0 };
+    let exc = set_status(f, flags & !sw::C1, c1);
+    let r = &mut x.cpu.state.rflags;
+    *r = (*r & !(ZF | PF | CF | OF | SF | AF)) | ord.eflags();
     record(x, ins, exc, None);
     Ok(())
 }

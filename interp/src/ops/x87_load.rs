@@ -42,12 +42,15 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
 /// Push a loaded value (`None`: the source register is empty), with the stack-overflow check.
 fn push_value(x: &mut Ctx, ins: &Instruction, src: Option<(F80, u16)>, mem: Option<u64>) {
     let f = &mut x.cpu.state.x87;
-    let (v, flags) = if !is_empty(f, 7) {
-        (F80::INDEFINITE, OVERFLOW)
-    } else {
-        src.unwrap_or((F80::INDEFINITE, UNDERFLOW))
+    // An empty source (underflow) takes priority over a full stack (overflow).
+    let (v, flags) = match src {
+        None => (F80::INDEFINITE, UNDERFLOW),
+        Some(_) if !is_empty(f, 7) => (F80::INDEFINITE, OVERFLOW),
+        Some(v) => v,
     };
-    if !suppressed(f, flags) {
+    // Only an unmasked IE suppresses a load: a denormal m32/m64 is loaded even when #D is
+    // unmasked (this host).
+    if unmasked(f, flags) & sw::IE == 0 {
         push(f, v);
     }
     let exc = set_status(f, flags, sw::C1);
@@ -111,7 +114,9 @@ fn fst(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
                 let (b, fl) = convert::to_f32(v, &e);
                 (widen_bytes(&b.to_le_bytes()), 4, fl)
             }
-            (MemorySize::Float32, None) => (widen_bytes(&0xffc0_0000u32.to_le_bytes()), 4, UNDERFLOW),
+            (MemorySize::Float32, None) => {
+                (widen_bytes(&0xffc0_0000u32.to_le_bytes()), 4, UNDERFLOW)
+            }
             (MemorySize::Float64, Some(v)) => {
                 let (b, fl) = convert::to_f64(v, &e);
                 (widen_bytes(&b.to_le_bytes()), 8, fl)
@@ -183,7 +188,11 @@ fn fist(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         }
     } else {
         let size = ins.memory_size().size();
-        let mode = if m == Mnemonic::Fisttp { rc::ZERO } else { e.rc };
+        let mode = if m == Mnemonic::Fisttp {
+            rc::ZERO
+        } else {
+            e.rc
+        };
         let (v, fl) = match src {
             Some(v) => convert::to_int(v, size as u32 * 8, mode, &e),
             None => (1u64 << (size * 8 - 1), UNDERFLOW),
@@ -259,7 +268,9 @@ fn fcmov(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     } else if cond {
         set_st(f, 0, b.unwrap_or(F80::INDEFINITE));
     }
-    let exc = set_status(f, flags, sw::C1);
+    // C1 is left alone unless the stack underflowed (this host).
+    let c1 = if flags != 0 { sw::C1 } else { 0 };
+    let exc = set_status(f, flags, c1);
     record(x, ins, exc, None);
     Ok(())
 }
@@ -270,6 +281,7 @@ fn ffree(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let f = &mut x.cpu.state.x87;
     let p = phys(f, i);
     f.ftw &= !(1 << p);
+    f.fsw &= !sw::C1;
     if ins.mnemonic() == Mnemonic::Ffreep {
         pop(f);
     }

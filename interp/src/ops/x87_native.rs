@@ -69,12 +69,16 @@ fn rforms(v: &mut Vec<Form>, name: &str, opc: u8, base: u8) {
 /// The arithmetic and data-movement forms (everything but the transcendentals).
 pub fn forms() -> Vec<Form> {
     let mut v = Vec::new();
-    let ar = ["fadd", "fmul", "fcom", "fcomp", "fsub", "fsubr", "fdiv", "fdivr"];
+    let ar = [
+        "fadd", "fmul", "fcom", "fcomp", "fsub", "fsubr", "fdiv", "fdivr",
+    ];
     for (r, n) in ar.iter().enumerate() {
         v.push(mform(&format!("{n} m32"), &[], 0xd8, r as u8, M::F32));
         v.push(mform(&format!("{n} m64"), &[], 0xdc, r as u8, M::F64));
         rforms(&mut v, &format!("{n} st0,"), 0xd8, 0xc0 + 8 * r as u8);
-        let n2 = ["fiadd", "fimul", "ficom", "ficomp", "fisub", "fisubr", "fidiv", "fidivr"][r];
+        let n2 = [
+            "fiadd", "fimul", "ficom", "ficomp", "fisub", "fisubr", "fidiv", "fidivr",
+        ][r];
         v.push(mform(&format!("{n2} m32"), &[], 0xda, r as u8, M::I32));
         v.push(mform(&format!("{n2} m16"), &[], 0xde, r as u8, M::I16));
     }
@@ -128,7 +132,10 @@ pub fn forms() -> Vec<Form> {
     for (i, n) in ["fcmovb", "fcmove", "fcmovbe", "fcmovu"].iter().enumerate() {
         rforms(&mut v, n, 0xda, 0xc0 + 8 * i as u8);
     }
-    for (i, n) in ["fcmovnb", "fcmovne", "fcmovnbe", "fcmovnu"].iter().enumerate() {
+    for (i, n) in ["fcmovnb", "fcmovne", "fcmovnbe", "fcmovnu"]
+        .iter()
+        .enumerate()
+    {
         rforms(&mut v, n, 0xdb, 0xc0 + 8 * i as u8);
     }
     for (m, n) in [
@@ -361,8 +368,8 @@ pub fn run_native(bytes: &[u8], c: &Case) -> Out {
     let at = code.len();
     code.extend_from_slice(bytes);
     code.extend_from_slice(&[
-        0x48, 0x89, 0x43, 0x10, 0x9c, 0x58, 0x48, 0x89, 0x43, 0x18, 0x48, 0x0f, 0xae, 0x06,
-        0xdb, 0xe3, 0x5b, 0xc3,
+        0x48, 0x89, 0x43, 0x10, 0x9c, 0x58, 0x48, 0x89, 0x43, 0x18, 0x48, 0x0f, 0xae, 0x06, 0xdb,
+        0xe3, 0x5b, 0xc3,
     ]);
     let mut map = memmap2::MmapMut::map_anon(4096).expect("map code");
     map[..code.len()].copy_from_slice(&code);

@@ -129,7 +129,11 @@ pub fn add(a: F80, b: F80, negate_b: bool, env: &Env) -> Res {
         // x + 0 = x, rounded to the precision control (a denormal stays denormal).
         let x = if is_zero(a) { b } else { a };
         let u = x.unpack();
-        return with_de(round_ext(u.sign, u.exp, (u.sig as u128) << 64, env, true), de, env);
+        return with_de(
+            round_ext(u.sign, u.exp, (u.sig as u128) << 64, env, true),
+            de,
+            env,
+        );
     }
     let (ua, ub) = (a.unpack(), b.unpack());
     // Order by magnitude: x is the larger.
@@ -203,7 +207,11 @@ pub fn div(a: F80, b: F80, env: &Env) -> Res {
     }
     let (ua, ub) = (a.unpack(), b.unpack());
     let (q, sticky) = div_sig(ua.sig, ub.sig);
-    with_de(round_ext(sign, ua.exp - ub.exp, q | sticky as u128, env, true), de, env)
+    with_de(
+        round_ext(sign, ua.exp - ub.exp, q | sticky as u128, env, true),
+        de,
+        env,
+    )
 }
 
 /// 128-bit quotient of two normalised significands: `q = floor(a * 2^127 / b)` (in

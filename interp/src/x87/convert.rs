@@ -1,7 +1,7 @@
 //! Conversions between the 80-bit format and binary32/binary64, integers and packed BCD.
 
 use super::arith::{check1, propagate1, with_de, Res};
-use super::float::{round, rc, sw, Class, Env, Rounded, DOUBLE, F80, INT_BIT, SINGLE};
+use super::float::{rc, round, sw, Class, Env, Rounded, DOUBLE, F80, INT_BIT, SINGLE};
 
 /// Widen a binary32/binary64 value (`bits` with `frac` fraction bits and `ebits` exponent
 /// bits). Exact; a denormal raises DE, an SNaN raises IE and is quieted.
@@ -18,7 +18,13 @@ fn widen(bits: u64, frac: u32, ebits: u32) -> Res {
             return (F80::inf(sign), 0);
         }
         // A NaN keeps its kind here; loads quiet it (see `load_f32`/`load_f64`).
-        return (F80 { se: s | 0x7fff, sig }, 0);
+        return (
+            F80 {
+                se: s | 0x7fff,
+                sig,
+            },
+            0,
+        );
     }
     if e == 0 {
         if f == 0 {
@@ -82,20 +88,15 @@ fn narrow(a: F80, env: &Env, fmt: super::float::Format) -> Result<(Rounded, u16)
         Class::Zero => return Err((sbit, 0)),
         _ => {}
     }
-    let de = if a.is_denormal() { sw::DE } else { 0 };
+    // Stores never raise DE (a denormal source is just a small number here).
     let u = a.unpack();
-    let r = round(
-        u.sign,
-        u.exp,
-        (u.sig as u128) << 64,
-        fmt,
-        env.rc,
-        env.masks,
-    );
-    if de != 0 && !env.masked(sw::DE) {
-        return Err((0, sw::DE));
+    let mut r = round(u.sign, u.exp, (u.sig as u128) << 64, fmt, env.rc, env.masks);
+    // An unmasked overflow/underflow stores nothing and reports only OE/UE (no PE, C1 = 0).
+    let ou = r.flags & (sw::OE | sw::UE) & !env.masks;
+    if ou != 0 {
+        r.flags = ou;
     }
-    Ok((r, de))
+    Ok((r, 0))
 }
 
 /// FST m32: (bits, flags). With an unmasked IE/DE/OE/UE the caller stores nothing.
@@ -173,10 +174,10 @@ fn round_int(a: F80, mode: u8) -> (Option<u128>, bool, bool) {
 /// indefinite (only stored when IE is masked).
 pub fn to_int(a: F80, bits: u32, mode: u8, env: &Env) -> (u64, u16) {
     let indef = 1u64 << (bits - 1);
-    let de = match check1(a) {
-        Ok(d) => d,
-        Err(_) => return (indef, sw::IE),
-    };
+    // Integer stores never raise DE.
+    if check1(a).is_err() {
+        return (indef, sw::IE);
+    }
     if a.class() == Class::Infinity {
         return (indef, sw::IE);
     }
@@ -186,11 +187,19 @@ pub fn to_int(a: F80, bits: u32, mode: u8, env: &Env) -> (u64, u16) {
         None => return (indef, sw::IE),
     };
     let neg = a.sign();
-    let max = if neg { 1u128 << (bits - 1) } else { (1u128 << (bits - 1)) - 1 };
+    let max = if neg {
+        1u128 << (bits - 1)
+    } else {
+        (1u128 << (bits - 1)) - 1
+    };
     if v > max {
         return (indef, sw::IE);
     }
-    let r = if neg { (v as u64).wrapping_neg() } else { v as u64 };
+    let r = if neg {
+        (v as u64).wrapping_neg()
+    } else {
+        v as u64
+    };
     let mut f = 0;
     if inexact {
         f |= sw::PE;
@@ -198,8 +207,8 @@ pub fn to_int(a: F80, bits: u32, mode: u8, env: &Env) -> (u64, u16) {
             f |= sw::C1;
         }
     }
-    let out = with_de((F80::ZERO, f), de, env);
-    (r & (u64::MAX >> (64 - bits)), out.1)
+    let _ = env;
+    (r & (u64::MAX >> (64 - bits)), f)
 }
 
 /// FRNDINT: round to an integral value in the RC mode (not PC).
@@ -263,10 +272,9 @@ pub const BCD_INDEFINITE: [u8; 10] = [0, 0, 0, 0, 0, 0, 0, 0xc0, 0xff, 0xff];
 
 /// FBSTP: round in the RC mode, then encode 18 digits; out of range or not a number -> IE.
 pub fn to_bcd(a: F80, env: &Env) -> ([u8; 10], u16) {
-    let de = match check1(a) {
-        Ok(d) => d,
-        Err(_) => return (BCD_INDEFINITE, sw::IE),
-    };
+    if check1(a).is_err() {
+        return (BCD_INDEFINITE, sw::IE);
+    }
     if a.class() == Class::Infinity {
         return (BCD_INDEFINITE, sw::IE);
     }
@@ -292,5 +300,5 @@ pub fn to_bcd(a: F80, env: &Env) -> ([u8; 10], u16) {
             f |= sw::C1;
         }
     }
-    (out, with_de((F80::ZERO, f), de, env).1)
+    (out, f)
 }

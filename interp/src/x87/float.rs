@@ -354,6 +354,15 @@ pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16)
             if tiny {
                 r.flags |= sw::UE;
             }
+            if fmt == EXT && r.exp + EXP_BIAS + BIAS_ADJUST <= 0 {
+                // Beyond the reach of the bias adjustment (FSCALE): a zero, UE and PE.
+                return Rounded {
+                    sig: 0,
+                    exp: fmt.emin,
+                    flags: sw::UE | sw::PE,
+                    ..normal
+                };
+            }
             return r;
         }
         let d = shr_jam(sig, (fmt.emin - exp) as u32);
@@ -385,6 +394,14 @@ pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16)
         if masks & sw::OE == 0 {
             let mut r = normal;
             r.flags |= sw::OE;
+            if fmt == EXT && r.exp + EXP_BIAS - BIAS_ADJUST >= 0x7fff {
+                // Beyond the reach of the bias adjustment (FSCALE): an infinity, OE, PE, C1.
+                return Rounded {
+                    inf: true,
+                    flags: sw::OE | sw::PE | sw::C1,
+                    ..normal
+                };
+            }
             return r;
         }
         let to_inf = match mode {

@@ -2,7 +2,7 @@
 //! FPREM/FPREM1, and the constants of FLDPI and friends.
 
 use super::arith::{check2, with_de, Res};
-use super::float::{round, rc, sw, Class, Env, F80, EXT};
+use super::float::{rc, round, sw, Class, Env, EXT, F80};
 
 /// Outcome of a comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub fn scale(a: F80, b: F80, env: &Env) -> Res {
             (_, false) => with_de((F80::inf(a.sign()), 0), de, env),
         };
     }
-    if ca == Class::Zero || ca == Class::Infinity {
+    if ca == Class::Zero || ca == Class::Infinity || cb == Class::Zero {
         return with_de((a, 0), de, env);
     }
     // trunc(b), clamped far beyond any result range.
@@ -178,6 +178,21 @@ pub fn extract(a: F80, env: &Env) -> (F80, F80, u16) {
     (e, s, de)
 }
 
+/// A finite non-zero operand delivered as the result: re-encoded (a pseudo-denormal gets
+/// exponent field 1) and, if tiny, subject to the underflow response like any result.
+fn unchanged(a: F80, env: &Env) -> Res {
+    let u = a.unpack();
+    let r = round(
+        u.sign,
+        u.exp,
+        (u.sig as u128) << 64,
+        EXT,
+        rc::NEAREST,
+        env.masks,
+    );
+    (r.to_f80(), r.flags & !sw::C1)
+}
+
 /// FPREM (`ieee` = false, truncating quotient) and FPREM1 (`ieee`, round-to-nearest quotient):
 /// (remainder, flags incl. C2 for a partial remainder and C0/C3/C1 = quotient bits 2/1/0).
 pub fn prem(a: F80, b: F80, ieee: bool, env: &Env) -> Res {
@@ -189,7 +204,11 @@ pub fn prem(a: F80, b: F80, ieee: bool, env: &Env) -> Res {
     if ca == Class::Infinity || cb == Class::Zero {
         return (F80::INDEFINITE, sw::IE);
     }
-    if ca == Class::Zero || cb == Class::Infinity {
+    if ca == Class::Zero {
+        return with_de((a, 0), de, env);
+    }
+    if cb == Class::Infinity {
+        // Returned as it is (no underflow response, unlike the d < -1 case below).
         return with_de((a, 0), de, env);
     }
     let (ua, ub) = (a.unpack(), b.unpack());
@@ -210,7 +229,7 @@ pub fn prem(a: F80, b: F80, ieee: bool, env: &Env) -> Res {
         return with_de((out.to_f80(), (out.flags & !sw::C1) | sw::C2), de, env);
     }
     if d < -1 {
-        return with_de((a, 0), de, env);
+        return with_de(unchanged(a, env), de, env);
     }
     // |a| = num * 2^(eb - 64), |b| = den * 2^(eb - 64).
     let (num, den) = if d >= 0 {
@@ -232,13 +251,14 @@ pub fn prem(a: F80, b: F80, ieee: bool, env: &Env) -> Res {
     if r == 0 {
         return with_de((F80::zero(ua.sign), qf), de, env);
     }
-    // value = r * 2^(eb - 64) = (r << 64) * 2^(E - 127) with E = eb - 1.
-    let out = round(sign, ub.exp - 1, r << 64, EXT, rc::NEAREST, env.masks);
+    // value = r * 2^(eb - 64) = (r << 63) * 2^(E - 127) with E = eb (r < 2^65).
+    let out = round(sign, ub.exp, r << 63, EXT, rc::NEAREST, env.masks);
     with_de((out.to_f80(), (out.flags & !sw::C1) | qf), de, env)
 }
 
-/// A constant of FLDL2T/FLDL2E/FLDPI/FLDLG2/FLDLN2 rounded in the RC mode. The hardware rounds
-/// from a 66-bit internal value: `g` holds the two bits after the 64-bit significand.
+/// A constant of FLDL2T/FLDL2E/FLDPI/FLDLG2/FLDLN2 rounded in the RC mode: `g` = 1 if the
+/// exact value lies below the midpoint after the 64-bit significand, 3 above (never exact,
+/// never a tie). This host rounds correctly (FLDLG2 in round-to-nearest gives ..F799).
 fn constant(se: u16, sig: u64, g: u8, mode: u8) -> F80 {
     let up = match mode {
         rc::NEAREST => g == 3 || (g == 2 && sig & 1 == 1),
@@ -255,13 +275,13 @@ pub fn const_l2t(mode: u8) -> F80 {
     constant(0x4000, 0xd49a_784b_cd1b_8afe, 1, mode)
 }
 pub fn const_l2e(mode: u8) -> F80 {
-    constant(0x3fff, 0xb8aa_3b29_5c17_f0bb, 2, mode)
+    constant(0x3fff, 0xb8aa_3b29_5c17_f0bb, 3, mode)
 }
 pub fn const_pi(mode: u8) -> F80 {
     constant(0x4000, 0xc90f_daa2_2168_c234, 3, mode)
 }
 pub fn const_lg2(mode: u8) -> F80 {
-    constant(0x3ffd, 0x9a20_9a84_fbcf_f798, 2, mode)
+    constant(0x3ffd, 0x9a20_9a84_fbcf_f798, 3, mode)
 }
 pub fn const_ln2(mode: u8) -> F80 {
     constant(0x3ffe, 0xb172_17f7_d1cf_79ab, 3, mode)

@@ -33,7 +33,10 @@ pub fn rand_f80(r: &mut XorShift) -> F80 {
         24 => (0x3fff, 1 << 63),
         _ => ((r.next() % 0x7ffe) as u16 + 1, (1 << 63) | sig),
     };
-    F80 { se: e | sign, sig: s }
+    F80 {
+        se: e | sign,
+        sig: s,
+    }
 }
 
 /// A second operand, often close to the first (cancellation, equal magnitudes, ties).
@@ -158,7 +161,9 @@ fn compare(
 
 #[test]
 fn add_matches_host() {
-    compare("fadd", 40000, 1, n_add, |a, b, e| arith::add(a, b, false, e));
+    compare("fadd", 40000, 1, n_add, |a, b, e| {
+        arith::add(a, b, false, e)
+    });
 }
 
 #[test]
