@@ -317,7 +317,7 @@ fn fchs_fabs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let (v, flags) = match get_st(f, 0) {
         Some(v) => (
             if ins.mnemonic() == Mnemonic::Fchs {
-                v.neg()
+                v.negated()
             } else {
                 v.abs()
             },

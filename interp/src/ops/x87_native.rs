@@ -299,7 +299,7 @@ pub fn rand_case(r: &mut XorShift, mem_kind: M) -> Case {
         M::F64 => mem[d..d + 8].copy_from_slice(&rand_f64(r).to_le_bytes()),
         M::F80 => mem[d..d + 10].copy_from_slice(&rand_f80(r).to_bytes()),
         M::I16 | M::I32 | M::I64 => {
-            if r.next() % 4 == 0 {
+            if r.next().is_multiple_of(4) {
                 let small = (r.next() % 2000) as i64 - 1000;
                 mem[d..d + 8].copy_from_slice(&small.to_le_bytes());
             }

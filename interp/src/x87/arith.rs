@@ -109,7 +109,7 @@ pub fn add(a: F80, b: F80, negate_b: bool, env: &Env) -> Res {
         Ok(d) => d,
         Err(r) => return r,
     };
-    let b = if negate_b { b.neg() } else { b };
+    let b = if negate_b { b.negated() } else { b };
     if is_inf(a) || is_inf(b) {
         if is_inf(a) && is_inf(b) && a.sign() != b.sign() {
             return (F80::INDEFINITE, sw::IE | de);

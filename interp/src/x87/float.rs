@@ -101,7 +101,7 @@ impl F80 {
         self.se & 0x7fff
     }
 
-    pub fn neg(self) -> F80 {
+    pub fn negated(self) -> F80 {
         F80 {
             se: self.se ^ 0x8000,
             sig: self.sig,

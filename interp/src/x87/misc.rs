@@ -120,7 +120,7 @@ pub fn scale(a: F80, b: F80, env: &Env) -> Res {
         };
     }
     if ca == Class::Zero || ca == Class::Infinity || cb == Class::Zero {
-        return with_de((a, 0), de, env);
+        return with_de((canonical(a), 0), de, env);
     }
     // trunc(b), clamped far beyond any result range.
     let n: i32 = if cb == Class::Zero {
@@ -178,6 +178,18 @@ pub fn extract(a: F80, env: &Env) -> (F80, F80, u16) {
     (e, s, de)
 }
 
+/// A pseudo-denormal re-encoded with exponent field 1 (the same value); anything else as is.
+pub fn canonical(a: F80) -> F80 {
+    if a.class() == Class::PseudoDenormal {
+        F80 {
+            se: a.se | 1,
+            sig: a.sig,
+        }
+    } else {
+        a
+    }
+}
+
 /// A finite non-zero operand delivered as the result: re-encoded (a pseudo-denormal gets
 /// exponent field 1) and, if tiny, subject to the underflow response like any result.
 fn unchanged(a: F80, env: &Env) -> Res {
@@ -209,7 +221,7 @@ pub fn prem(a: F80, b: F80, ieee: bool, env: &Env) -> Res {
     }
     if cb == Class::Infinity {
         // Returned as it is (no underflow response, unlike the d < -1 case below).
-        return with_de((a, 0), de, env);
+        return with_de((canonical(a), 0), de, env);
     }
     let (ua, ub) = (a.unpack(), b.unpack());
     let d = ua.exp - ub.exp;
