@@ -354,9 +354,6 @@ impl CpuState {
         h.u64(self.x87.fcw as u64);
         h.u64(self.x87.fsw as u64);
         h.u64(self.x87.ftw as u64);
-        h.u64(self.x87.fop as u64);
-        h.u64(self.x87.fip);
-        h.u64(self.x87.fdp);
         h.u64(self.interrupt_shadow as u64);
         h.u64(self.halted as u64);
     }
