@@ -33,6 +33,8 @@ pub mod x87_ctl;
 pub mod x87_load;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod x87_native;
+#[cfg(test)]
+mod x87_tests;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
