@@ -35,6 +35,7 @@ pub mod x87_load;
 mod x87_native;
 #[cfg(test)]
 mod x87_tests;
+pub mod x87_trans;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
@@ -60,6 +61,7 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| x87_arith::lookup(ins))
         .or_else(|| x87_cmp::lookup(ins))
         .or_else(|| x87_ctl::lookup(ins))
+        .or_else(|| x87_trans::lookup(ins))
         .unwrap_or(not_implemented)
 }
 

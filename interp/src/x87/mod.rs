@@ -8,5 +8,6 @@ pub mod float;
 pub mod misc;
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) mod native_tests;
+pub mod trans;
 
 pub use float::{sw, Class, Env, F80};
