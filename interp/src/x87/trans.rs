@@ -80,8 +80,13 @@ fn to_f80(v: W, env: &Env) -> Res {
     let sig = m.to_u128_r(128, Round::TowardZero, &mut exact).value;
     let sig = sig | (!exact) as u128;
     let r = round(v.is_negative(), e, sig, EXT, env.rc, env.masks);
-    // A transcendental result is never exact (the caller handles the exact special cases).
-    (r.to_f80(), r.flags | sw::PE)
+    // A transcendental result is never exact (the caller handles the exact special cases),
+    // even where the 120-bit value happens to be: PE always, and UE for a tiny result.
+    let mut flags = r.flags | sw::PE;
+    if env.masked(sw::UE) && !r.inf && r.sig & super::float::INT_BIT == 0 {
+        flags |= sw::UE;
+    }
+    (r.to_f80(), flags)
 }
 
 /// Sum of a series whose terms come from `next(k, term)`, until the terms no longer matter.
@@ -332,7 +337,8 @@ pub fn fyl2x(x: F80, y: F80, env: &Env) -> Res {
         return match cy {
             Class::Zero => (F80::INDEFINITE, sw::IE),
             Class::Infinity => (F80::inf(!ys), 0),
-            _ => with_de((F80::inf(!ys), sw::ZE), de, env),
+            // Like a division by zero: ZE alone, even for a denormal y.
+            _ => (F80::inf(!ys), sw::ZE),
         };
     }
     if cx == Class::Infinity {
@@ -408,7 +414,7 @@ pub fn fpatan(x: F80, y: F80, env: &Env) -> Res {
         (_, Class::Zero) => Some(if x.sign() {
             signed(pi)
         } else {
-            return (F80::zero(ys), 0);
+            return with_de((F80::zero(ys), 0), de, env);
         }),
         (Class::Zero, _) => Some(signed(pi.scalbn(-1))),
         (Class::Infinity, Class::Infinity) => Some(signed(if x.sign() {
