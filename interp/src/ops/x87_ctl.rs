@@ -74,6 +74,11 @@ fn fclex(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     Ok(())
 }
 
+/// A control word as loaded: reserved bits 7 and 15:13 read as 0, bit 6 as 1 (this host).
+pub fn load_fcw(v: u16) -> u16 {
+    (v & 0x1f3f) | 0x40
+}
+
 /// After the control word or status word changes, ES and B summarise the unmasked flags.
 pub fn update_es(f: &mut X87State) {
     if f.fsw & sw::EXC & !f.fcw != 0 {
@@ -88,7 +93,7 @@ fn fldcw(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = x.effective_addr(ins);
     let v = x.read(a, 2)? as u16;
     let f = &mut x.cpu.state.x87;
-    f.fcw = v;
+    f.fcw = load_fcw(v);
     update_es(f);
     Ok(())
 }
@@ -188,14 +193,14 @@ fn fldenv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let d = |i: usize| u32::from_le_bytes([img[i], img[i + 1], img[i + 2], img[i + 3]]);
     let f = &mut x.cpu.state.x87;
     if small {
-        f.fcw = w(0);
+        f.fcw = load_fcw(w(0));
         f.fsw = w(2);
         f.ftw = abridge_tag_word(w(4));
         f.fip = w(6) as u64;
         f.fdp = w(10) as u64;
         f.fop = 0;
     } else {
-        f.fcw = w(0);
+        f.fcw = load_fcw(w(0));
         f.fsw = w(4);
         f.ftw = abridge_tag_word(w(8));
         f.fip = d(12) as u64;
@@ -283,7 +288,7 @@ pub fn fxrstor_image(
     }
     let q = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
     let f = &mut st.x87;
-    f.fcw = u16::from_le_bytes([b[0], b[1]]);
+    f.fcw = load_fcw(u16::from_le_bytes([b[0], b[1]]));
     f.fsw = u16::from_le_bytes([b[2], b[3]]);
     f.ftw = b[4];
     f.fop = u16::from_le_bytes([b[6], b[7]]) & 0x7ff;
@@ -298,6 +303,8 @@ pub fn fxrstor_image(
         let p = phys(f, i);
         f.regs[p][..10].copy_from_slice(&b[32 + 16 * i..42 + 16 * i]);
     }
+    // ES and B are recomputed from the loaded flags and masks (this host).
+    update_es(f);
     if sse {
         st.mxcsr = mxcsr;
         let n = if st.in_64bit_mode() { 16 } else { 8 };

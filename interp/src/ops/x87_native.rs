@@ -306,14 +306,27 @@ pub fn rand_case(r: &mut XorShift, mem_kind: M) -> Case {
         }
         M::Bcd => mem[d..d + 10].copy_from_slice(&rand_bcd(r)),
         M::Word => {
-            let w = rand_fcw(r);
+            let w = if r.next() % 4 == 0 {
+                r.next() as u16
+            } else {
+                rand_fcw(r)
+            };
             mem[d..d + 2].copy_from_slice(&w.to_le_bytes());
         }
         M::Env => {
             // A plausible environment: control word, status word without pending unmasked
             // exceptions, random tags; then registers.
-            let fcw = rand_fcw(r);
-            let fsw = (r.next() as u16 & 0x7f00) | ((r.next() as u16 & 0x7f) & (fcw & 0x3f));
+            let fcw = if r.next() % 4 == 0 {
+                r.next() as u16
+            } else {
+                rand_fcw(r)
+            };
+            // Half the time a status word with unmasked flags and a random ES/B.
+            let fsw = if r.next() & 1 == 0 {
+                (r.next() as u16 & 0x7f00) | ((r.next() as u16 & 0x7f) & (fcw & 0x3f))
+            } else {
+                r.next() as u16
+            };
             for (i, w) in [fcw, fsw, r.next() as u16].iter().enumerate() {
                 let small = r.next() & 1 == 0;
                 let off = if small { 2 * i } else { 4 * i };
@@ -327,9 +340,17 @@ pub fn rand_case(r: &mut XorShift, mem_kind: M) -> Case {
         }
         M::Fx => {
             let mut other = img;
-            let fcw = rand_fcw(r);
+            let fcw = if r.next() % 4 == 0 {
+                r.next() as u16
+            } else {
+                rand_fcw(r)
+            };
             other[0..2].copy_from_slice(&fcw.to_le_bytes());
-            let fsw = (r.next() as u16 & 0x7f00) | ((r.next() as u16 & 0x7f) & (fcw & 0x3f));
+            let fsw = if r.next() & 1 == 0 {
+                (r.next() as u16 & 0x7f00) | ((r.next() as u16 & 0x7f) & (fcw & 0x3f))
+            } else {
+                r.next() as u16
+            };
             other[2..4].copy_from_slice(&fsw.to_le_bytes());
             other[4] = r.next() as u8;
             for i in 0..8 {
