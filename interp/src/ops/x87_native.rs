@@ -630,6 +630,8 @@ pub struct UlpStats {
     pub other: usize,
     /// Operands outside the architectural domain (not compared).
     pub skipped: usize,
+    /// Per RC: [host smaller in magnitude, host larger].
+    pub dir: [[usize; 2]; 4],
 }
 
 pub fn ulp_run(form: &Form, n: usize, seed: u64, fcw_all_masked: bool) -> UlpStats {
@@ -706,6 +708,9 @@ pub fn ulp_run(form: &Form, n: usize, seed: u64, fcw_all_masked: bool) -> UlpSta
             let b = F80::from_bytes(&ii.image[o..o + 10]);
             if a != b && a.sign() == b.sign() && a.exp() != 0x7fff && b.exp() != 0x7fff {
                 worst = worst.max((ulp_key(a) - ulp_key(b)).abs());
+                let rcm = (u16::from_le_bytes([c.image[0], c.image[1]]) >> 10) & 3;
+                let up = (ulp_key(a).abs() > ulp_key(b).abs()) as usize;
+                st.dir[rcm as usize][up] += 1;
                 ii.image[o..o + 10].copy_from_slice(&a.to_bytes());
             }
         }
