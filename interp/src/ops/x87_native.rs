@@ -306,7 +306,7 @@ pub fn rand_case(r: &mut XorShift, mem_kind: M) -> Case {
         }
         M::Bcd => mem[d..d + 10].copy_from_slice(&rand_bcd(r)),
         M::Word => {
-            let w = if r.next() % 4 == 0 {
+            let w = if r.next().is_multiple_of(4) {
                 r.next() as u16
             } else {
                 rand_fcw(r)
@@ -316,7 +316,7 @@ pub fn rand_case(r: &mut XorShift, mem_kind: M) -> Case {
         M::Env => {
             // A plausible environment: control word, status word without pending unmasked
             // exceptions, random tags; then registers.
-            let fcw = if r.next() % 4 == 0 {
+            let fcw = if r.next().is_multiple_of(4) {
                 r.next() as u16
             } else {
                 rand_fcw(r)
@@ -340,7 +340,7 @@ pub fn rand_case(r: &mut XorShift, mem_kind: M) -> Case {
         }
         M::Fx => {
             let mut other = img;
-            let fcw = if r.next() % 4 == 0 {
+            let fcw = if r.next().is_multiple_of(4) {
                 r.next() as u16
             } else {
                 rand_fcw(r)
