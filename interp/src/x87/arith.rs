@@ -2,7 +2,7 @@
 //! operands), x87 NaN propagation, and exactly rounded add, subtract, multiply, divide and
 //! square root with precision and rounding control.
 
-use super::float::{round_ext, shr_jam, sw, Class, Env, F80, INT_BIT};
+use super::float::{round_ext, shr_jam, sw, Class, Env, F80};
 
 /// The result of an operation: the value and the status-word bits it raises (exception flags
 /// and C1 round-up). Whether the value is delivered depends on the masks (the caller decides).
@@ -275,9 +275,4 @@ pub fn sqrt(a: F80, env: &Env) -> Res {
     let s = ((r as u128) << 64) | ((round_bit as u128) << 63) | (rem != 0) as u128;
     let e = (u.exp - 63 - k) / 2 + 63;
     with_de(round_ext(false, e, s, env, true), de, env)
-}
-
-/// Is the value's magnitude 1.0 * 2^k for a normal? (helper for tests)
-pub fn is_normal_int_bit(a: F80) -> bool {
-    a.sig & INT_BIT != 0
 }

@@ -8,7 +8,7 @@
 //! results rather than the mathematically exact ones. Results are within one unit in the
 //! last place of the host's; docs/x87.md gives the measured distribution.
 
-use super::arith::{check1, check2, propagate1, with_de, Res};
+use super::arith::{check1, check2, with_de, Res};
 use super::float::{round, sw, Class, Env, EXT, F80};
 use rustc_apfloat::ieee::{IeeeFloat, Semantics};
 use rustc_apfloat::{Float, Round};
@@ -210,7 +210,6 @@ fn reduce(x: W) -> (W, u32) {
     let hi = w(p >> 33 << 33).scalbn(-65);
     let lo = w(p & ((1 << 33) - 1)).scalbn(-65);
     let r = sub(sub(x, mul(q, hi)), mul(q, lo));
-    let _ = half_pi;
     (r, (k & 3) as u32)
 }
 
@@ -446,9 +445,4 @@ pub fn fpatan(x: F80, y: F80, env: &Env) -> Res {
         v = sub(pi, v);
     }
     with_de(to_f80(signed(v), env), de, env)
-}
-
-/// Quieting helper for the NaN results of single-operand transcendental paths.
-pub fn nan1(a: F80) -> Res {
-    propagate1(a)
 }
