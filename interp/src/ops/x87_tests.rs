@@ -230,3 +230,39 @@ fn fcomi_sets_rflags() {
     use crate::state::flags::{CF, PF, ZF};
     assert_eq!(m.cpu.state.rflags & (CF | PF | ZF), CF, "0 < 1");
 }
+
+/// Random x87-heavy byte streams (D8..DF opcodes with random ModR/M and operands, WAIT,
+/// FXSAVE/FXRSTOR, EMMS) never panic the host, whatever state they build up.
+#[test]
+fn random_x87_streams_do_not_panic() {
+    let mut r = crate::ops::native::XorShift::new(0x87f0);
+    for _ in 0..3000 {
+        let mut data = vec![0u8; 136];
+        for b in data.iter_mut() {
+            *b = r.next() as u8;
+        }
+        // Point RSI/RDI-based operands somewhere mapped half the time.
+        if r.next() & 1 == 0 {
+            data[6 * 8..6 * 8 + 8].copy_from_slice(&DATA_BASE.to_le_bytes());
+            data[7 * 8..7 * 8 + 8].copy_from_slice(&(DATA_BASE + 0x1000).to_le_bytes());
+        }
+        for _ in 0..40 {
+            match r.next() % 10 {
+                0 => data.push(0x9b),
+                1 => data.extend_from_slice(&[0x48, 0x0f, 0xae, (r.next() as u8 & 0x08) | 0x06]),
+                2 => data.extend_from_slice(&[0x0f, 0x77]),
+                _ => {
+                    data.push(0xd8 + (r.next() % 8) as u8);
+                    let modrm = r.next() as u8;
+                    data.push(modrm);
+                    // Keep memory forms on [rsi]/[rdi] so that they usually hit RAM.
+                    if modrm < 0xc0 {
+                        let l = data.len();
+                        data[l - 1] = (modrm & 0x38) | 0x06 | (r.next() as u8 & 1);
+                    }
+                }
+            }
+        }
+        let _ = crate::testkit::fuzz_decode_exec(&data);
+    }
+}
