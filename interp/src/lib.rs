@@ -16,6 +16,7 @@ pub mod operand;
 pub mod ops;
 pub mod state;
 pub mod testkit;
+pub mod x87;
 
 pub use cpu::{Cpu, CpuConfig, Engine, Exit, ExitReason, Interpreter};
 pub use ctx::Ctx;

@@ -88,7 +88,9 @@ pub struct TableReg {
     pub limit: u16,
 }
 
-/// x87 FPU state (register file kept as raw 80-bit values; semantics arrive with the SIMD/x87 issue).
+/// x87 FPU state: the register file as raw 80-bit values, control/status words (TOP is FSW
+/// bits 13:11), the abridged tag word, and the last-instruction pointers as FXSAVE stores them
+/// (FCS/FDS are always zero on the reference host). Semantics live in `ops::x87_*`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct X87State {

@@ -51,7 +51,6 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Code::Maskmovdqu_rDI_xmm_xmm => h_maskmovdqu,
         Code::Movq2dq_xmm_mm => h_movq2dq,
         Code::Movdq2q_mm_xmm => h_movdq2q,
-        Code::Emms => h_emms,
         _ => return None,
     })
 }
@@ -478,14 +477,6 @@ fn h_movdq2q(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 /// EMMS: all x87 tags empty, and TOP = 0 (what the reference host does; the SDM only
 /// mentions the tags). Same checks as the MMX instructions.
-fn h_emms(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    check_mmx(x, ins)?;
-    let st = &mut x.cpu.state;
-    st.x87.fsw &= !FSW_TOP;
-    st.x87.ftw = 0;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::get_mm;

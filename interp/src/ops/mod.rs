@@ -15,7 +15,7 @@ pub mod mmx;
 pub mod mov;
 pub mod muldiv;
 #[cfg(test)]
-mod native;
+pub(crate) mod native;
 pub mod pcmpstr;
 pub mod shift;
 pub mod shift_double;
@@ -43,6 +43,16 @@ pub mod ssse3;
 pub mod stack;
 pub mod string;
 pub mod system;
+pub mod x87_arith;
+pub mod x87_cmp;
+pub mod x87_common;
+pub mod x87_ctl;
+pub mod x87_load;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod x87_native;
+#[cfg(test)]
+mod x87_tests;
+pub mod x87_trans;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
@@ -73,6 +83,11 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| control::lookup(ins))
         .or_else(|| string::lookup(ins))
         .or_else(|| system::lookup(ins))
+        .or_else(|| x87_load::lookup(ins))
+        .or_else(|| x87_arith::lookup(ins))
+        .or_else(|| x87_cmp::lookup(ins))
+        .or_else(|| x87_ctl::lookup(ins))
+        .or_else(|| x87_trans::lookup(ins))
         .unwrap_or(not_implemented)
 }
 
