@@ -277,7 +277,13 @@ impl CpuState {
         s.seg[sreg::CS] = code;
         s.cr0 = ctl::CR0_PE | ctl::CR0_MP | ctl::CR0_ET | ctl::CR0_NE | ctl::CR0_WP | ctl::CR0_PG;
         s.cr3 = cr3;
-        s.cr4 = ctl::CR4_PAE | ctl::CR4_OSFXSR | ctl::CR4_OSXMMEXCPT | ctl::CR4_FSGSBASE;
+        s.cr4 = ctl::CR4_PAE
+            | ctl::CR4_OSFXSR
+            | ctl::CR4_OSXMMEXCPT
+            | ctl::CR4_FSGSBASE
+            | ctl::CR4_OSXSAVE;
+        // x87, SSE and AVX state enabled, as Linux does on an AVX machine.
+        s.xcr0 = 0b111;
         s.efer = ctl::EFER_SCE | ctl::EFER_LME | ctl::EFER_LMA | ctl::EFER_NXE;
         s.rflags = flags::FIXED1 | flags::IF;
         s.rip = 0;

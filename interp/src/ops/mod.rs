@@ -8,6 +8,7 @@ use iced_x86::{Code, Instruction};
 
 pub mod alu;
 pub mod atomic;
+pub mod avx_common;
 pub mod bit;
 pub mod bmi;
 pub mod control;
