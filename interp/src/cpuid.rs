@@ -115,7 +115,7 @@ pub const LEAF1_EDX: u32 = FPU
     | SSE
     | SSE2;
 /// Leaf 1 ECX.
-pub const LEAF1_ECX: u32 = CX16 | MOVBE | POPCNT | RDRAND;
+pub const LEAF1_ECX: u32 = SSE3 | SSSE3 | CX16 | SSE4_1 | SSE4_2 | MOVBE | POPCNT | RDRAND;
 /// Leaf 7 subleaf 0 EBX.
 pub const LEAF7_EBX: u32 = BMI1 | BMI2 | ERMS | RDSEED | ADX;
 /// Leaf 0x8000_0001 ECX.
@@ -310,12 +310,10 @@ mod tests {
             assert_ne!(l1.edx & b, 0, "edx bit {b:#x}");
         }
         assert_eq!(l1.edx & HTT, 0);
-        for b in [CX16, MOVBE, POPCNT, RDRAND] {
+        for b in [SSE3, SSSE3, SSE4_1, SSE4_2, CX16, MOVBE, POPCNT, RDRAND] {
             assert_ne!(l1.ecx & b, 0, "ecx bit {b:#x}");
         }
-        for b in [
-            SSE3, SSSE3, SSE4_1, SSE4_2, AVX, FMA, F16C, XSAVE, OSXSAVE, AES, X2APIC, HYPERVISOR,
-        ] {
+        for b in [AVX, FMA, F16C, XSAVE, OSXSAVE, AES, X2APIC, HYPERVISOR] {
             assert_eq!(l1.ecx & b, 0, "ecx bit {b:#x} must be clear");
         }
         assert_eq!(l1.ebx, 0x0001_0800);

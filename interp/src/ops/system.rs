@@ -189,7 +189,8 @@ mod tests {
         assert_eq!(m.gpr(reg::RAX), 0x506e3);
         assert_ne!(m.gpr(reg::RDX) & (1 << 26), 0, "SSE2");
         assert_ne!(m.gpr(reg::RCX) & (1 << 30), 0, "RDRAND");
-        assert_eq!(m.gpr(reg::RCX) & 1, 0, "no SSE3");
+        assert_ne!(m.gpr(reg::RCX) & 1, 0, "SSE3");
+        assert_eq!(m.gpr(reg::RCX) & (1 << 28), 0, "no AVX yet");
     }
 
     #[test]
