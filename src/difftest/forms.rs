@@ -114,6 +114,11 @@ pub enum Kind {
     LoadCtl {
         mxcsr: bool,
     },
+    /// F2XM1/FYL2XP1, whose result the SDM leaves undefined outside |ST(0)| <= `max` (f64
+    /// bits): preceded by FLD of an in-range double stored to memory first.
+    X87Domain {
+        max: u64,
+    },
 }
 
 /// Register roles a form needs reserved for the whole case.

@@ -381,6 +381,13 @@ fn special_kind(code: Code, name: &str, ops: &[Tok]) -> Option<Kind> {
         },
         Code::Ldmxcsr_m32 | Code::VEX_Vldmxcsr_m32 => Kind::LoadCtl { mxcsr: true },
         Code::Fldcw_m2byte => Kind::LoadCtl { mxcsr: false },
+        // F2XM1: -1 <= x <= 1; FYL2XP1: |x| < 1 - sqrt(2)/2 (0.2928...; 0.29 here).
+        Code::F2xm1 => Kind::X87Domain {
+            max: 0x3ff0_0000_0000_0000,
+        },
+        Code::Fyl2xp1 => Kind::X87Domain {
+            max: 0x3fd2_8f5c_28f5_c28f,
+        },
         _ => {
             if !ops.iter().any(|t| matches!(t, Tok::Special)) {
                 return None;
@@ -436,6 +443,7 @@ pub fn simd_forms(skip: &BTreeSet<String>) -> Vec<Form> {
         let mn = code.mnemonic();
         if let Some(kind) = special_kind(code, &name, &toks) {
             let mut f = form(name, code, kind, isa, feature);
+            f.undef_result = undef_result(mn);
             f.needs = match f.kind {
                 Kind::MaskMov(_) => need::RDI,
                 _ => 0,
@@ -541,6 +549,8 @@ mod tests {
         assert_eq!(get("Fisttp_m16int").isa, Isa::X87);
         assert_eq!(get("Wait").isa, Isa::X87);
         assert!(get("Fsin").undef_result);
+        assert!(get("F2xm1").undef_result);
+        assert!(matches!(get("Fyl2xp1").kind, Kind::X87Domain { .. }));
         assert!(get("Rcpps_xmm_xmmm128:r").undef_result);
         assert!(matches!(
             get("VEX_Vpgatherqd_xmm_vm64y_xmm").kind,

@@ -592,7 +592,8 @@ impl Build<'_> {
             | Kind::MaskMov(_)
             | Kind::Xsave { .. }
             | Kind::AfterSave { .. }
-            | Kind::LoadCtl { .. } => self.simd_form(form),
+            | Kind::LoadCtl { .. }
+            | Kind::X87Domain { .. } => self.simd_form(form),
         }
     }
 }

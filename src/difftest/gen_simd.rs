@@ -222,6 +222,36 @@ impl Build<'_> {
         Some(items)
     }
 
+    /// An in-range argument: `fld qword [m]` of a double in [-max, max] stored just before.
+    fn x87_domain(&mut self, form: &Form, max: u64) -> Option<Vec<Item>> {
+        let maxf = f64::from_bits(max);
+        let x = match self.rng.below(10) {
+            0 => self
+                .rng
+                .pick(&[0.0, -0.0, maxf, -maxf, 0.5, -0.5, f64::MIN_POSITIVE]),
+            1..=3 => {
+                // Small magnitudes: max * 2^-k with a random mantissa.
+                let k = 1 + self.rng.below(70) as i32;
+                let m = 1.0 + (self.rng.u64() >> 12) as f64 / (1u64 << 52) as f64;
+                maxf * m * 0.5 * 2f64.powi(-k)
+            }
+            _ => (self.rng.u64() >> 11) as f64 / (1u64 << 53) as f64 * maxf,
+        };
+        let x = if self.rng.chance(50) { -x } else { x };
+        let bits = x.to_bits();
+        let m = self.mem(8);
+        let lo = Instruction::with2(Code::Mov_rm32_imm32, m, bits as u32).ok()?;
+        let hi =
+            Instruction::with2(Code::Mov_rm32_imm32, mem_plus(m, 4), (bits >> 32) as u32).ok()?;
+        let fld = Instruction::with1(Code::Fld_m64fp, m).ok()?;
+        let ins = Instruction::with(form.code);
+        let items = [lo, hi, fld, ins];
+        if !items.iter().all(Self::encodable) {
+            return None;
+        }
+        Some(items.into_iter().map(Self::fixed).collect())
+    }
+
     /// The instructions of a SIMD form with its own builder.
     pub(super) fn simd_form(&mut self, form: &Form) -> Option<Vec<Item>> {
         match form.kind {
@@ -235,6 +265,7 @@ impl Build<'_> {
             Kind::Xsave { restore, save } => self.xsave(form, restore, save),
             Kind::AfterSave { save, size } => self.after_save(form, save, size),
             Kind::LoadCtl { mxcsr } => self.load_ctl(form, mxcsr),
+            Kind::X87Domain { max } => self.x87_domain(form, max),
             _ => None,
         }
     }

@@ -241,6 +241,16 @@ pub fn replay(hex: &str) -> i32 {
             println!("NOT IMPLEMENTED in the interpreter: {what}");
             1
         }
+        Verdict::Approx { ulp, diffs } => {
+            println!(
+                "APPROXIMATE: x87 transcendental result(s) within {ulp} ULP of the host \
+                 (native | interpreter):"
+            );
+            for x in diffs {
+                println!("  {:<22} {} | {}", x.field, x.native, x.interp);
+            }
+            0
+        }
         Verdict::Mismatch(d) => {
             println!("MISMATCH (native | interpreter):");
             for x in d {

@@ -184,6 +184,9 @@ pub fn summary_text(sum: &Summary) -> String {
             let _ = writeln!(s, "  ... {} more (see the report)", sum.skipped.len() - 20);
         }
     }
+    if sum.approx > 0 {
+        let _ = writeln!(s, "{}", approx_line(sum));
+    }
     if sum.unimplemented > 0 {
         let _ = writeln!(
             s,
@@ -216,6 +219,23 @@ pub fn summary_text(sum: &Summary) -> String {
         sum.unimplemented_failing
     );
     s
+}
+
+fn approx_line(sum: &Summary) -> String {
+    let mut per: Vec<String> = sum
+        .forms
+        .iter()
+        .filter(|f| f.approx > 0)
+        .map(|f| format!("{} {}", f.name, f.approx))
+        .collect();
+    per.sort();
+    format!(
+        "x87 transcendentals within {} ULP of the host (not mismatches): {} cases, largest distance {} ULP ({})",
+        super::outcome::APPROX_ULP,
+        sum.approx,
+        sum.approx_max_ulp,
+        per.join(", ")
+    )
 }
 
 /// One ISA group's coverage on one line.
@@ -270,6 +290,9 @@ pub fn markdown(sum: &Summary) -> String {
         );
     }
     let _ = writeln!(s, "- host SIMD features: {}", sum.host.simd_line());
+    if sum.approx > 0 {
+        let _ = writeln!(s, "- {}", approx_line(sum));
+    }
     let _ = writeln!(s, "\n## Coverage per ISA group\n");
     let _ = writeln!(
         s,

@@ -7,7 +7,7 @@ use super::gen::{GenCase, Generator, Span};
 use super::host::{Feature, HostInfo};
 use super::layout::{CODE_ADDR, CODE_LEN, DATA_LEN};
 use super::native::NativeRunner;
-use super::outcome::{judge, Diff, End, Outcome, Verdict};
+use super::outcome::{is_transcendental, judge, Diff, End, Outcome, Verdict};
 use super::sim::InterpRunner;
 use crate::seed::Seed;
 use iced_x86::{Decoder, DecoderOptions};
@@ -191,6 +191,8 @@ pub struct FormStat {
     pub unimplemented: u64,
     /// Cases where the CPU raised an exception inside this form.
     pub native_faults: u64,
+    /// Cases judged [`Verdict::Approx`] (x87 transcendental within tolerance) for this form.
+    pub approx: u64,
 }
 
 /// Per-ISA-group coverage.
@@ -265,6 +267,9 @@ pub struct Summary {
     pub isa_stats: Vec<IsaStat>,
     /// Fewer cases ran than asked because every form was dropped as not implemented.
     pub exhausted: bool,
+    /// Cases judged [`Verdict::Approx`], and the largest ULP distance among them.
+    pub approx: u64,
+    pub approx_max_ulp: u64,
 }
 
 impl Summary {
@@ -436,6 +441,7 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
             mismatches: 0,
             unimplemented: 0,
             native_faults: 0,
+            approx: 0,
         })
         .collect();
     let mut gen = Generator::new(
@@ -453,6 +459,7 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
     let start = Instant::now();
     let mut done = 0u64;
     let mut exhausted = false;
+    let (mut approx, mut approx_max_ulp) = (0u64, 0u64);
     while done < cfg.cases {
         let Some(gc) = gen.next_case() else {
             exhausted = true;
@@ -485,6 +492,18 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
         }
         let failed = match r.verdict.clone() {
             Verdict::Match => false,
+            Verdict::Approx { ulp, .. } => {
+                approx += 1;
+                approx_max_ulp = approx_max_ulp.max(ulp);
+                let f = gc
+                    .groups
+                    .iter()
+                    .rev()
+                    .find(|g| is_transcendental(forms[g.form].code.mnemonic()))
+                    .map_or(gc.groups[gc.groups.len() - 1].form, |g| g.form);
+                stats[f].approx += 1;
+                false
+            }
             Verdict::Unimplemented { rip, .. } => {
                 unimplemented += 1;
                 let f = form_at(&spans, rip).unwrap_or(gc.groups[gc.groups.len() - 1].form);
@@ -566,6 +585,8 @@ pub fn run(cfg: &Config) -> Result<Summary, String> {
         restarts: h.restarts(),
         isa_stats,
         exhausted,
+        approx,
+        approx_max_ulp,
     })
 }
 
