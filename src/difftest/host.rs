@@ -211,6 +211,13 @@ impl HostInfo {
         self.feats & (1 << f as u8) != 0
     }
 
+    /// The same host without `f` (tests of the skip logic).
+    #[doc(hidden)]
+    pub fn without(mut self, f: Feature) -> Self {
+        self.feats &= !(1 << f as u8);
+        self
+    }
+
     /// "SSE3 yes, SSSE3 yes, ..." for the SIMD extensions the harness checks.
     pub fn simd_line(&self) -> String {
         let list: Vec<String> = Feature::ALL[9..]

@@ -654,4 +654,51 @@ mod tests {
         let (keep, _) = shrink(4, (), |sel| sel.contains(&0).then_some(()));
         assert_eq!(keep, vec![0]);
     }
+
+    #[test]
+    fn forms_the_host_lacks_are_skipped_and_counted_per_group() {
+        let forms = table();
+        let host = HostInfo::detect()
+            .without(Feature::Avx2)
+            .without(Feature::Sse41);
+        let isa = Isa::parse_list("sse4.1,avx2,sse2").unwrap();
+        let (enabled, skipped) = select_forms(&forms, &host, None, &isa, true);
+        assert!(enabled.iter().all(|&i| forms[i].isa == Isa::Sse2));
+        let n_avx2 = forms.iter().filter(|f| f.isa == Isa::Avx2).count();
+        let why: Vec<&str> = skipped
+            .iter()
+            .filter(|(n, _)| n.starts_with("VEX_Vpgather"))
+            .map(|(_, w)| w.as_str())
+            .collect();
+        assert!(!why.is_empty() && why.iter().all(|w| *w == "host lacks AVX2"));
+        let stats = isa_stats(&forms, &host, &isa, &[], &skipped);
+        let avx2 = stats.iter().find(|s| s.isa == Isa::Avx2).unwrap();
+        assert_eq!(
+            (avx2.skipped_host, avx2.forms, avx2.run),
+            (n_avx2, n_avx2, 0)
+        );
+        assert_eq!(stats.len(), 3);
+    }
+
+    /// Every SSE instruction the interpreter's SSE families claim has a form in the table.
+    #[test]
+    fn the_table_covers_what_the_interpreter_implements() {
+        use iced_x86::{Code, Instruction};
+        use lockstep_interp::ops::{sse_common, sse_int, sse_mov, sse_shuf};
+        let codes: std::collections::BTreeSet<Code> = table().iter().map(|f| f.code).collect();
+        let mut claimed = 0;
+        for c in Code::values().filter(|&c| c != Code::INVALID) {
+            let mut ins = Instruction::default();
+            ins.set_code(c);
+            let ours = sse_mov::lookup(&ins).is_some()
+                || sse_int::lookup(&ins).is_some()
+                || sse_shuf::lookup(&ins).is_some()
+                || sse_common::lookup(&ins).is_some();
+            if ours {
+                claimed += 1;
+                assert!(codes.contains(&c), "{c:?} has no form");
+            }
+        }
+        assert!(claimed > 80, "only {claimed} codes claimed");
+    }
 }
