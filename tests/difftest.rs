@@ -97,11 +97,16 @@ const IMPLEMENTED_SIMD: [&str; 16] = [
 /// Every SIMD/x87 group (MMX, SSE..SSE4.2, x87, AVX, AVX2, FMA, F16C, XSAVE): zero mismatches.
 /// Forms the interpreter does not implement yet are dropped after their first "not
 /// implemented" (counted and printed, not a failure), so new families are covered as they land.
+/// `DIFFTEST_SIMD_SEED` / `DIFFTEST_SIMD_CASES` override the seed and the case count (long runs
+/// in the optimised test profile).
 #[test]
 fn simd_batch_matches_the_host() {
+    let env = |k: &str| std::env::var(k).ok();
     let cfg = Config {
-        seed: seed("51dd"),
-        cases: 20_000,
+        seed: seed(&env("DIFFTEST_SIMD_SEED").unwrap_or_else(|| "51dd".into())),
+        cases: env("DIFFTEST_SIMD_CASES")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000),
         len: 4,
         isa: Isa::parse_list("simd").unwrap(),
         examples_per_form: 2,
