@@ -9,6 +9,7 @@
 
 use super::forms::{need, Form, Kind, Op, Str, DF, STATUS};
 use super::layout::{CODE_ADDR, DATA_ADDR, DATA_LEN};
+use super::outcome::is_transcendental;
 use super::seq::HIGH8;
 pub use super::seq::{encode_groups, sized, GenCase, Group, Item, Span};
 use super::simd::SimdState;
@@ -603,8 +604,11 @@ pub struct Generator {
     forms: Vec<Form>,
     /// Forms a case may contain anywhere.
     enabled: Vec<usize>,
-    /// Forms without undefined flags (the only ones allowed before the last position when
-    /// undefined flags are masked: a later instruction could consume them).
+    /// Forms allowed before the last position: all but the x87 transcendentals (their results
+    /// may be judged approximate, which only works when nothing consumes them).
+    chainable: Vec<usize>,
+    /// Chainable forms without undefined flags (the only ones allowed before the last position
+    /// when undefined flags are masked: a later instruction could consume them).
     defined: Vec<usize>,
     compare_undefined: bool,
     len: usize,
@@ -621,7 +625,12 @@ impl Generator {
         len: usize,
         seed: [u8; 32],
     ) -> Self {
-        let defined = enabled
+        let chainable: Vec<usize> = enabled
+            .iter()
+            .copied()
+            .filter(|&i| !is_transcendental(forms[i].code.mnemonic()))
+            .collect();
+        let defined = chainable
             .iter()
             .copied()
             .filter(|&i| forms[i].undef_flags == 0 && forms[i].undef_fsw == 0)
@@ -629,6 +638,7 @@ impl Generator {
         Generator {
             forms,
             enabled,
+            chainable,
             defined,
             compare_undefined,
             len: len.max(1),
@@ -644,6 +654,7 @@ impl Generator {
     /// Stop drawing form `i` (e.g. the interpreter does not implement it).
     pub fn disable(&mut self, i: usize) {
         self.enabled.retain(|&x| x != i);
+        self.chainable.retain(|&x| x != i);
         self.defined.retain(|&x| x != i);
     }
 
@@ -670,8 +681,10 @@ impl Generator {
         let mut picks = Vec::with_capacity(n);
         for pos in 0..n {
             let last = pos + 1 == n;
-            let pool = if self.compare_undefined || last {
+            let pool = if last {
                 &self.enabled
+            } else if self.compare_undefined {
+                &self.chainable
             } else {
                 &self.defined
             };

@@ -1,6 +1,6 @@
 //! Unit tests of the case generator (a child module of `gen`, kept in its own file).
 use super::*;
-use crate::difftest::forms::table;
+use crate::difftest::forms::{table, Isa};
 
 #[test]
 fn every_form_builds_encodes_and_respects_reserved_registers() {
@@ -12,6 +12,7 @@ fn every_form_builds_encodes_and_respects_reserved_registers() {
             continue;
         }
         g.enabled = vec![i];
+        g.chainable = vec![i];
         g.defined = vec![i];
         let mut built = 0;
         for _ in 0..40 {
@@ -79,4 +80,24 @@ fn masked_undefined_flags_only_in_last_position() {
         assert_eq!(c.ignore_flags, forms[c.groups[n - 1].form].undef_flags);
         assert_eq!(c.ignore_fsw, forms[c.groups[n - 1].form].undef_fsw);
     }
+}
+
+#[test]
+fn transcendentals_only_come_last() {
+    let forms = table();
+    let x87: Vec<usize> = (0..forms.len())
+        .filter(|&i| forms[i].isa == Isa::X87)
+        .collect();
+    let mut g = Generator::new(forms.clone(), x87, true, 4, [10; 32]);
+    let mut last = 0;
+    for _ in 0..2000 {
+        let c = g.next_case().unwrap();
+        let n = c.groups.len();
+        for gr in &c.groups[..n - 1] {
+            let m = forms[gr.form].code.mnemonic();
+            assert!(!is_transcendental(m), "{}", forms[gr.form].name);
+        }
+        last += is_transcendental(forms[c.groups[n - 1].form].code.mnemonic()) as u32;
+    }
+    assert!(last > 20, "{last}");
 }
