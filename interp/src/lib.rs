@@ -9,12 +9,14 @@ pub mod ctx;
 pub mod decode;
 pub mod fault;
 pub mod flags;
+pub mod fp;
 pub mod mem;
 pub mod mmu;
 pub mod operand;
 pub mod ops;
 pub mod state;
 pub mod testkit;
+pub mod x87;
 
 pub use cpu::{Cpu, CpuConfig, Engine, Exit, ExitReason, Interpreter};
 pub use ctx::Ctx;

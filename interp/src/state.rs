@@ -88,7 +88,9 @@ pub struct TableReg {
     pub limit: u16,
 }
 
-/// x87 FPU state (register file kept as raw 80-bit values; semantics arrive with the SIMD/x87 issue).
+/// x87 FPU state: the register file as raw 80-bit values, control/status words (TOP is FSW
+/// bits 13:11), the abridged tag word, and the last-instruction pointers as FXSAVE stores them
+/// (FCS/FDS are always zero on the reference host). Semantics live in `ops::x87_*`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct X87State {
@@ -275,7 +277,13 @@ impl CpuState {
         s.seg[sreg::CS] = code;
         s.cr0 = ctl::CR0_PE | ctl::CR0_MP | ctl::CR0_ET | ctl::CR0_NE | ctl::CR0_WP | ctl::CR0_PG;
         s.cr3 = cr3;
-        s.cr4 = ctl::CR4_PAE | ctl::CR4_OSFXSR | ctl::CR4_OSXMMEXCPT | ctl::CR4_FSGSBASE;
+        s.cr4 = ctl::CR4_PAE
+            | ctl::CR4_OSFXSR
+            | ctl::CR4_OSXMMEXCPT
+            | ctl::CR4_FSGSBASE
+            | ctl::CR4_OSXSAVE;
+        // x87, SSE and AVX state enabled, as Linux does on an AVX machine.
+        s.xcr0 = 0b111;
         s.efer = ctl::EFER_SCE | ctl::EFER_LME | ctl::EFER_LMA | ctl::EFER_NXE;
         s.rflags = flags::FIXED1 | flags::IF;
         s.rip = 0;

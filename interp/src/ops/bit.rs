@@ -368,7 +368,7 @@ mod tests {
     mod native {
         //! The semantic functions (and the bit-string handlers) against this host CPU.
         use super::super::*;
-        use crate::ops::muldiv::native_test::{for_inputs, host_is_intel, Rng};
+        use crate::ops::native::{for_inputs, host_is_intel, XorShift as Rng};
         use crate::state::reg;
         use crate::testkit::{TestMachine, CODE_BASE, DATA_BASE};
         use core::arch::asm;
@@ -580,7 +580,7 @@ mod tests {
                 } as u64;
                 // Bits above the operand size must be ignored.
                 let off = off & mask(size) | (r.next() & !mask(size));
-                let fin = r.flags();
+                let fin = r.status_flags();
                 m.load(DATA_BASE, &host);
                 // SAFETY: MID is inside `host`; `check_mem` keeps offsets within it.
                 let fo = native(unsafe { host.as_mut_ptr().add(MID as usize) }, off, fin);

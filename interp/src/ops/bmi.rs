@@ -272,7 +272,7 @@ mod tests {
     mod native {
         //! The semantic functions against this host CPU.
         use super::super::*;
-        use crate::ops::muldiv::native_test::{for_inputs, host_is_intel};
+        use crate::ops::native::{for_inputs, host_is_intel};
         use crate::state::flags::OF;
         use core::arch::asm;
 

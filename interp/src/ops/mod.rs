@@ -8,24 +8,52 @@ use iced_x86::{Code, Instruction};
 
 pub mod alu;
 pub mod atomic;
+pub mod avx_common;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod mmx;
 pub mod mov;
 pub mod muldiv;
 #[cfg(test)]
-mod native;
+pub(crate) mod native;
+pub mod pcmpstr;
 pub mod shift;
 pub mod shift_double;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod simd_int_native;
+pub mod sse41;
+pub mod sse42;
+pub mod sse_blend;
+pub mod sse_cmp;
 pub mod sse_common;
+pub mod sse_cvt;
+pub mod sse_fp;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod sse_fp_inputs;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod sse_fp_native;
+#[cfg(test)]
+mod sse_fp_tests;
 pub mod sse_int;
 pub mod sse_mov;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod sse_native;
 pub mod sse_shuf;
+pub mod ssse3;
 pub mod stack;
 pub mod string;
 pub mod system;
+pub mod x87_arith;
+pub mod x87_cmp;
+pub mod x87_common;
+pub mod x87_ctl;
+pub mod x87_load;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod x87_native;
+#[cfg(test)]
+mod x87_tests;
+pub mod x87_trans;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
@@ -36,6 +64,15 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse_int::lookup(ins))
         .or_else(|| sse_shuf::lookup(ins))
         .or_else(|| sse_common::lookup(ins))
+        .or_else(|| ssse3::lookup(ins))
+        .or_else(|| sse41::lookup(ins))
+        .or_else(|| sse42::lookup(ins))
+        .or_else(|| pcmpstr::lookup(ins))
+        .or_else(|| mmx::lookup(ins))
+        .or_else(|| sse_fp::lookup(ins))
+        .or_else(|| sse_cmp::lookup(ins))
+        .or_else(|| sse_cvt::lookup(ins))
+        .or_else(|| sse_blend::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
@@ -47,6 +84,11 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| control::lookup(ins))
         .or_else(|| string::lookup(ins))
         .or_else(|| system::lookup(ins))
+        .or_else(|| x87_load::lookup(ins))
+        .or_else(|| x87_arith::lookup(ins))
+        .or_else(|| x87_cmp::lookup(ins))
+        .or_else(|| x87_ctl::lookup(ins))
+        .or_else(|| x87_trans::lookup(ins))
         .unwrap_or(not_implemented)
 }
 

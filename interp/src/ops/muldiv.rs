@@ -407,8 +407,8 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     mod native {
         //! The semantic functions against this host CPU.
-        use super::super::native_test::{edge_values, for_inputs, host_is_intel, Rng};
         use super::super::*;
+        use crate::ops::native::{edge_values, for_inputs, host_is_intel, XorShift as Rng};
         use core::arch::asm;
 
         /// Run `$ins` natively with RAX=`$a`, RDX=`$d`, RCX=`$c` and RFLAGS=`$f`; returns
@@ -656,7 +656,7 @@ mod tests {
                     1 if d & m != 0 && !signed => (r.next() & m) % (d & m),
                     _ => r.val(size),
                 };
-                let fin = r.flags();
+                let fin = r.status_flags();
                 let Ok((q, rem)) = sem(lo, hi, d, size) else {
                     faults += 1;
                     continue;
@@ -705,90 +705,5 @@ mod tests {
                 native!("idiv rcx", a, d, c, f)
             });
         }
-    }
-}
-
-/// Shared helpers of the native-comparison tests (this family and the bit families).
-#[cfg(all(test, target_arch = "x86_64"))]
-pub(crate) mod native_test {
-    use crate::operand::{mask, sign_bit};
-    use crate::state::flags::{FIXED1, STATUS};
-
-    /// xorshift64: deterministic pseudo-random inputs.
-    pub struct Rng(u64);
-
-    impl Rng {
-        pub fn new(seed: u64) -> Self {
-            Rng(seed | 1)
-        }
-
-        pub fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-
-        /// A `size`-byte value biased toward interesting shapes (small, sparse, dense, edges).
-        pub fn val(&mut self, size: u8) -> u64 {
-            let bits = size as u32 * 8;
-            let r = self.next();
-            let v = match r % 8 {
-                0 => r >> 59,
-                1 => 1u64 << (self.next() % bits as u64),
-                2 => !(1u64 << (self.next() % bits as u64)),
-                3 => self.next() >> (self.next() % 64),
-                4 => edge_values(size)[(self.next() % 6) as usize],
-                _ => self.next(),
-            };
-            v & mask(size)
-        }
-
-        /// Random status flags (plus the fixed bit 1).
-        pub fn flags(&mut self) -> u64 {
-            (self.next() & STATUS) | FIXED1
-        }
-    }
-
-    /// 0, 1, 2, all-ones, the sign bit and its neighbours, for `size` bytes.
-    pub fn edge_values(size: u8) -> [u64; 8] {
-        let (m, s) = (mask(size), sign_bit(size));
-        [0, 1, 2, m, s, s - 1, s + 1, m - 1]
-    }
-
-    /// Call `f(a, b, flags_in)` for all pairs of edge values and 400 pseudo-random pairs
-    /// (the random ones with random bits above `size` bytes, which must be ignored).
-    pub fn for_inputs(size: u8, mut f: impl FnMut(u64, u64, u64)) {
-        let mut r = Rng::new(0x0123_4567_89ab_cdef ^ size as u64);
-        let e = edge_values(size);
-        for &a in &e {
-            for &b in &e {
-                let fl = r.flags();
-                f(a, b, fl);
-            }
-        }
-        for _ in 0..400 {
-            let junk = |r: &mut Rng| {
-                if r.next() & 1 == 0 {
-                    r.next() & !mask(size)
-                } else {
-                    0
-                }
-            };
-            let a = r.val(size) | junk(&mut r);
-            let b = r.val(size) | junk(&mut r);
-            let fl = r.flags();
-            f(a, b, fl);
-        }
-    }
-
-    /// Is the host an Intel CPU (whose "undefined" flags the interpreter reproduces)?
-    pub fn host_is_intel() -> bool {
-        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU.
-        #[allow(unused_unsafe)]
-        let r = unsafe { core::arch::x86_64::__cpuid(0) };
-        (r.ebx, r.edx, r.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
     }
 }

@@ -5,6 +5,7 @@
 //! reads RFLAGS back with `pushfq; pop`. Only the six status flags (plus the fixed bit 1 and IF,
 //! which user-mode POPFQ leaves alone) are ever loaded, so no trap or alignment flag is set.
 
+use crate::operand::{mask, sign_bit};
 use crate::state::flags::{AF, CF, FIXED1, IF, OF, PF, SF, STATUS, ZF};
 
 /// Deterministic xorshift64 generator with a fixed seed (no host entropy in tests either).
@@ -51,6 +52,26 @@ impl XorShift {
             2 => r & self.next() & self.next(),
             _ => r,
         }
+    }
+
+    /// A `size`-byte value biased toward interesting shapes (small, sparse, dense, edges).
+    pub fn val(&mut self, size: u8) -> u64 {
+        let bits = size as u32 * 8;
+        let r = self.next();
+        let v = match r % 8 {
+            0 => r >> 59,
+            1 => 1u64 << (self.next() % bits as u64),
+            2 => !(1u64 << (self.next() % bits as u64)),
+            3 => self.next() >> (self.next() % 64),
+            4 => edge_values(size)[(self.next() % 6) as usize],
+            _ => self.next(),
+        };
+        v & mask(size)
+    }
+
+    /// Random status flags plus the fixed bit 1 (no IF).
+    pub fn status_flags(&mut self) -> u64 {
+        (self.next() & STATUS) | FIXED1
     }
 
     /// Random status flags (with the fixed bit and IF, as the host needs for POPFQ).
@@ -236,3 +257,35 @@ macro_rules! native_shd_cl {
 }
 
 pub(crate) use {native_r, native_rr, native_shd_cl, native_shift_1, native_shift_cl};
+
+/// 0, 1, 2, all-ones, the sign bit and its neighbours, for `size` bytes.
+pub fn edge_values(size: u8) -> [u64; 8] {
+    let (m, s) = (mask(size), sign_bit(size));
+    [0, 1, 2, m, s, s - 1, s + 1, m - 1]
+}
+
+/// Call `f(a, b, flags_in)` for all pairs of edge values and 400 pseudo-random pairs
+/// (the random ones with random bits above `size` bytes, which must be ignored).
+pub fn for_inputs(size: u8, mut f: impl FnMut(u64, u64, u64)) {
+    let mut r = XorShift::new(0x0123_4567_89ab_cdef ^ size as u64);
+    let e = edge_values(size);
+    for &a in &e {
+        for &b in &e {
+            let fl = r.status_flags();
+            f(a, b, fl);
+        }
+    }
+    for _ in 0..400 {
+        let junk = |r: &mut XorShift| {
+            if r.next() & 1 == 0 {
+                r.next() & !mask(size)
+            } else {
+                0
+            }
+        };
+        let a = r.val(size) | junk(&mut r);
+        let b = r.val(size) | junk(&mut r);
+        let fl = r.status_flags();
+        f(a, b, fl);
+    }
+}

@@ -122,6 +122,22 @@ pub fn binary(x: &mut Ctx, ins: &Instruction, f: BinOp) -> Result<(), Trap> {
     Ok(())
 }
 
+/// A packed binary operation with an immediate, `dst = f(dst, src, imm8)`.
+pub type BinImmOp = fn(u128, u128, u8) -> u128;
+
+/// Shared handler of `op xmm, xmm/m128, imm8` forms: `dst = f(dst, src, imm8)` with a
+/// 16-byte-aligned m128 source.
+#[inline(always)]
+pub fn binary_imm(x: &mut Ctx, ins: &Instruction, f: BinImmOp) -> Result<(), Trap> {
+    check_sse(x, ins)?;
+    let src = read_xmm_m128(x, ins, 1, true)?;
+    let d = xmm_op(ins, 0);
+    let st = &mut x.cpu.state;
+    let r = f(get_xmm(st, d), src, ins.immediate8());
+    set_xmm(st, d, r);
+    Ok(())
+}
+
 /// Declares `op xmm, xmm/m128` forms: for each semantic function (a [`BinOp`] in the calling
 /// module), the iced codes it serves. Generates `binary_semantic` (code -> semantic function,
 /// for tests and the JIT), one thin handler per function, and `binary_lookup`.

@@ -1,0 +1,486 @@
+//! The 80-bit extended-precision value, its encodings (incl. the pseudo-denormals, unnormals,
+//! pseudo-NaNs and pseudo-infinities that only the x87 has), and the one rounding routine
+//! every result goes through (precision control, rounding control, tininess, the masked and
+//! unmasked underflow/overflow responses, the C1 round-up indicator).
+
+/// Status-word bits, used as the exception/condition result of every operation.
+pub mod sw {
+    pub const IE: u16 = 1 << 0;
+    pub const DE: u16 = 1 << 1;
+    pub const ZE: u16 = 1 << 2;
+    pub const OE: u16 = 1 << 3;
+    pub const UE: u16 = 1 << 4;
+    pub const PE: u16 = 1 << 5;
+    pub const SF: u16 = 1 << 6;
+    pub const ES: u16 = 1 << 7;
+    pub const C0: u16 = 1 << 8;
+    pub const C1: u16 = 1 << 9;
+    pub const C2: u16 = 1 << 10;
+    pub const TOP: u16 = 7 << 11;
+    pub const C3: u16 = 1 << 14;
+    pub const B: u16 = 1 << 15;
+    /// The six maskable exception flags.
+    pub const EXC: u16 = IE | DE | ZE | OE | UE | PE;
+    pub const CC: u16 = C0 | C1 | C2 | C3;
+}
+
+/// An 80-bit value as stored: sign and 15-bit biased exponent, and the 64-bit significand
+/// with its explicit integer bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct F80 {
+    pub se: u16,
+    pub sig: u64,
+}
+
+/// The x87's view of an encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Zero,
+    /// Exponent 0, integer bit 0, significand non-zero.
+    Denormal,
+    /// Exponent 0, integer bit 1: read as exponent 1 (a denormal operand).
+    PseudoDenormal,
+    Normal,
+    Infinity,
+    QNaN,
+    SNaN,
+    /// Unnormals, pseudo-NaNs and pseudo-infinities: invalid operands since the 387.
+    Unsupported,
+}
+
+pub const EXP_BIAS: i32 = 16383;
+pub const INT_BIT: u64 = 1 << 63;
+pub const QUIET_BIT: u64 = 1 << 62;
+
+impl F80 {
+    /// The QNaN floating-point indefinite.
+    pub const INDEFINITE: F80 = F80 {
+        se: 0xffff,
+        sig: 0xc000_0000_0000_0000,
+    };
+    pub const ZERO: F80 = F80 { se: 0, sig: 0 };
+    pub const ONE: F80 = F80 {
+        se: 0x3fff,
+        sig: INT_BIT,
+    };
+
+    pub fn from_bytes(b: &[u8]) -> F80 {
+        let mut s = [0u8; 8];
+        s.copy_from_slice(&b[..8]);
+        F80 {
+            sig: u64::from_le_bytes(s),
+            se: u16::from_le_bytes([b[8], b[9]]),
+        }
+    }
+
+    pub fn to_bytes(self) -> [u8; 10] {
+        let mut b = [0u8; 10];
+        b[..8].copy_from_slice(&self.sig.to_le_bytes());
+        b[8..].copy_from_slice(&self.se.to_le_bytes());
+        b
+    }
+
+    pub fn from_bits(v: u128) -> F80 {
+        F80 {
+            se: (v >> 64) as u16,
+            sig: v as u64,
+        }
+    }
+
+    pub fn to_bits(self) -> u128 {
+        ((self.se as u128) << 64) | self.sig as u128
+    }
+
+    #[inline]
+    pub fn sign(self) -> bool {
+        self.se & 0x8000 != 0
+    }
+
+    #[inline]
+    pub fn exp(self) -> u16 {
+        self.se & 0x7fff
+    }
+
+    pub fn negated(self) -> F80 {
+        F80 {
+            se: self.se ^ 0x8000,
+            sig: self.sig,
+        }
+    }
+
+    pub fn abs(self) -> F80 {
+        F80 {
+            se: self.se & 0x7fff,
+            sig: self.sig,
+        }
+    }
+
+    pub fn with_sign(self, s: bool) -> F80 {
+        F80 {
+            se: (self.se & 0x7fff) | if s { 0x8000 } else { 0 },
+            sig: self.sig,
+        }
+    }
+
+    pub fn zero(sign: bool) -> F80 {
+        F80::ZERO.with_sign(sign)
+    }
+
+    pub fn inf(sign: bool) -> F80 {
+        F80 {
+            se: 0x7fff,
+            sig: INT_BIT,
+        }
+        .with_sign(sign)
+    }
+
+    pub fn class(self) -> Class {
+        let e = self.exp();
+        let int = self.sig & INT_BIT != 0;
+        match e {
+            0 if self.sig == 0 => Class::Zero,
+            0 if int => Class::PseudoDenormal,
+            0 => Class::Denormal,
+            0x7fff if !int => Class::Unsupported,
+            0x7fff if self.sig << 1 == 0 => Class::Infinity,
+            0x7fff if self.sig & QUIET_BIT != 0 => Class::QNaN,
+            0x7fff => Class::SNaN,
+            _ if int => Class::Normal,
+            _ => Class::Unsupported,
+        }
+    }
+
+    pub fn is_nan(self) -> bool {
+        matches!(self.class(), Class::QNaN | Class::SNaN)
+    }
+
+    /// Denormal or pseudo-denormal: the operand raises #D.
+    pub fn is_denormal(self) -> bool {
+        matches!(self.class(), Class::Denormal | Class::PseudoDenormal)
+    }
+
+    /// The quiet version of a NaN.
+    pub fn quiet(self) -> F80 {
+        F80 {
+            se: self.se,
+            sig: self.sig | QUIET_BIT,
+        }
+    }
+
+    /// Finite non-zero operand as (sign, unbiased exponent of bit 63, normalised significand).
+    /// Denormals and pseudo-denormals use exponent 1 - bias before normalising.
+    pub fn unpack(self) -> Unp {
+        let e = (self.exp().max(1)) as i32 - EXP_BIAS;
+        let lz = self.sig.leading_zeros();
+        Unp {
+            sign: self.sign(),
+            exp: e - lz as i32,
+            sig: self.sig << (lz & 63),
+        }
+    }
+}
+
+/// A finite non-zero value `(-1)^sign * sig * 2^(exp - 63)` with `sig` normalised (bit 63 set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unp {
+    pub sign: bool,
+    pub exp: i32,
+    pub sig: u64,
+}
+
+/// A destination format for rounding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Format {
+    /// Significand bits including the integer bit.
+    pub prec: u32,
+    /// Unbiased exponent of the smallest normal number.
+    pub emin: i32,
+    /// Unbiased exponent of the largest finite number.
+    pub emax: i32,
+}
+
+pub const EXT: Format = Format {
+    prec: 64,
+    emin: -16382,
+    emax: 16383,
+};
+pub const DOUBLE: Format = Format {
+    prec: 53,
+    emin: -1022,
+    emax: 1023,
+};
+pub const SINGLE: Format = Format {
+    prec: 24,
+    emin: -126,
+    emax: 127,
+};
+
+/// Rounding control (FCW bits 11:10).
+pub mod rc {
+    pub const NEAREST: u8 = 0;
+    pub const DOWN: u8 = 1;
+    pub const UP: u8 = 2;
+    pub const ZERO: u8 = 3;
+}
+
+/// Rounding environment from the control word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Env {
+    pub rc: u8,
+    /// Significand precision for the PC-controlled operations (24, 53 or 64).
+    pub prec: u32,
+    /// The exception mask bits of the control word (bit set = masked).
+    pub masks: u16,
+}
+
+impl Env {
+    pub fn from_fcw(fcw: u16) -> Env {
+        Env {
+            rc: ((fcw >> 10) & 3) as u8,
+            // PC = 01 is reserved; this host rounds it like 64 bits (see docs/x87.md).
+            prec: match (fcw >> 8) & 3 {
+                0 => 24,
+                2 => 53,
+                _ => 64,
+            },
+            masks: fcw & 0x3f,
+        }
+    }
+
+    /// The extended format with PC's precision (full exponent range).
+    pub fn ext_pc(&self) -> Format {
+        Format {
+            prec: self.prec,
+            ..EXT
+        }
+    }
+
+    pub fn masked(&self, bit: u16) -> bool {
+        self.masks & bit != 0
+    }
+}
+
+/// Exponent bias adjustment of the unmasked overflow/underflow responses.
+pub const BIAS_ADJUST: i32 = 24576;
+
+/// Does rounding `(kept, rest)` in mode `rc` increment the magnitude?
+#[inline]
+fn round_up(sign: bool, kept_odd: bool, rest: u128, half: u128, mode: u8) -> bool {
+    match mode {
+        rc::NEAREST => rest > half || (rest == half && kept_odd),
+        rc::DOWN => sign && rest != 0,
+        rc::UP => !sign && rest != 0,
+        _ => false,
+    }
+}
+
+/// Shift right keeping a sticky bit for everything shifted out.
+#[inline]
+pub fn shr_jam(v: u128, n: u32) -> u128 {
+    if n == 0 {
+        v
+    } else if n >= 128 {
+        (v != 0) as u128
+    } else {
+        (v >> n) | ((v << (128 - n)) != 0) as u128
+    }
+}
+
+/// A rounded result: value `(-1)^sign * sig * 2^(exp - 63)`, `sig` aligned at bit 63 (integer
+/// bit clear for a denormal or zero result, where `exp` is `fmt.emin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rounded {
+    pub sign: bool,
+    pub exp: i32,
+    pub sig: u64,
+    /// Infinity (masked overflow).
+    pub inf: bool,
+    /// IE..PE and C1 (round-up) in status-word positions.
+    pub flags: u16,
+}
+
+/// Round the exact value `(-1)^sign * sig * 2^(exp - 127)` (bit 0 of `sig` may be a sticky
+/// bit) to `fmt` under `rc`. With `unmasked_ou` the result of an overflow or underflow is
+/// not clamped/denormalised but rounded to full precision, and `exp` leaves the format's range
+/// (the caller applies the bias adjustment or discards the result).
+pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16) -> Rounded {
+    let zero = Rounded {
+        sign,
+        exp: fmt.emin,
+        sig: 0,
+        inf: false,
+        flags: 0,
+    };
+    if sig == 0 {
+        return zero;
+    }
+    let lz = sig.leading_zeros();
+    let sig = sig << lz;
+    let exp = exp - lz as i32;
+    let drop = 128 - fmt.prec;
+    let half = 1u128 << (drop - 1);
+    let mask = (1u128 << drop) - 1;
+
+    // Normal rounding with an unbounded exponent.
+    let mut kept = sig >> drop;
+    let rest = sig & mask;
+    let mut e = exp;
+    let up = round_up(sign, kept & 1 != 0, rest, half, mode);
+    if up {
+        kept += 1;
+        if kept >> fmt.prec != 0 {
+            kept >>= 1;
+            e += 1;
+        }
+    }
+    let mut flags = if rest != 0 { sw::PE } else { 0 };
+    if up {
+        flags |= sw::C1;
+    }
+    let normal = Rounded {
+        sign,
+        exp: e,
+        sig: (kept << (64 - fmt.prec)) as u64,
+        inf: false,
+        flags,
+    };
+
+    if exp < fmt.emin {
+        // Tininess is detected after rounding (to the destination precision, with an
+        // unbounded exponent), as on this host.
+        let tiny = e < fmt.emin;
+        if masks & sw::UE == 0 {
+            let mut r = normal;
+            if tiny {
+                r.flags |= sw::UE;
+            }
+            if fmt == EXT && r.exp + EXP_BIAS + BIAS_ADJUST <= 0 {
+                // Beyond the reach of the bias adjustment (FSCALE): a zero, UE and PE.
+                return Rounded {
+                    sig: 0,
+                    exp: fmt.emin,
+                    flags: sw::UE | sw::PE,
+                    ..normal
+                };
+            }
+            return r;
+        }
+        let d = shr_jam(sig, (fmt.emin - exp) as u32);
+        let mut kept = d >> drop;
+        let rest = d & mask;
+        let up = round_up(sign, kept & 1 != 0, rest, half, mode);
+        if up {
+            kept += 1;
+        }
+        let mut flags = 0;
+        if rest != 0 {
+            flags |= sw::PE;
+            if tiny {
+                flags |= sw::UE;
+            }
+        }
+        if up {
+            flags |= sw::C1;
+        }
+        return Rounded {
+            sign,
+            exp: fmt.emin,
+            sig: (kept << (64 - fmt.prec)) as u64,
+            inf: false,
+            flags,
+        };
+    }
+    if e > fmt.emax {
+        if masks & sw::OE == 0 {
+            let mut r = normal;
+            r.flags |= sw::OE;
+            if fmt == EXT && r.exp + EXP_BIAS - BIAS_ADJUST >= 0x7fff {
+                // Beyond the reach of the bias adjustment (FSCALE): an infinity, OE, PE, C1.
+                return Rounded {
+                    inf: true,
+                    flags: sw::OE | sw::PE | sw::C1,
+                    ..normal
+                };
+            }
+            return r;
+        }
+        let to_inf = match mode {
+            rc::NEAREST => true,
+            rc::DOWN => sign,
+            rc::UP => !sign,
+            _ => false,
+        };
+        return Rounded {
+            sign,
+            exp: fmt.emax,
+            sig: if to_inf {
+                0
+            } else {
+                (u64::MAX >> (64 - fmt.prec)) << (64 - fmt.prec)
+            },
+            inf: to_inf,
+            flags: sw::OE | sw::PE | if to_inf { sw::C1 } else { 0 },
+        };
+    }
+    normal
+}
+
+impl Rounded {
+    /// Encode as an 80-bit value. Out-of-range exponents (unmasked overflow/underflow) get the
+    /// bias adjustment of 24576.
+    pub fn to_f80(self) -> F80 {
+        let s = if self.sign { 0x8000 } else { 0 };
+        if self.inf {
+            return F80::inf(self.sign);
+        }
+        if self.sig & INT_BIT == 0 {
+            return F80 {
+                se: s,
+                sig: self.sig,
+            };
+        }
+        let mut be = self.exp + EXP_BIAS;
+        if be >= 0x7fff {
+            be -= BIAS_ADJUST;
+        } else if be <= 0 {
+            be += BIAS_ADJUST;
+        }
+        F80 {
+            se: s | (be as u16 & 0x7fff),
+            sig: self.sig,
+        }
+    }
+
+    /// Encode as binary64 bits (the value must be in range: masked responses only).
+    pub fn to_f64(self) -> u64 {
+        let s = (self.sign as u64) << 63;
+        if self.inf {
+            return s | 0x7ff0_0000_0000_0000;
+        }
+        let frac = (self.sig >> 11) & ((1 << 52) - 1);
+        if self.sig & INT_BIT == 0 {
+            return s | (self.sig >> 11);
+        }
+        s | (((self.exp + 1023) as u64 & 0x7ff) << 52) | frac
+    }
+
+    /// Encode as binary32 bits (masked responses only).
+    pub fn to_f32(self) -> u32 {
+        let s = (self.sign as u32) << 31;
+        if self.inf {
+            return s | 0x7f80_0000;
+        }
+        let frac = ((self.sig >> 40) as u32) & ((1 << 23) - 1);
+        if self.sig & INT_BIT == 0 {
+            return s | (self.sig >> 40) as u32;
+        }
+        s | (((self.exp + 127) as u32 & 0xff) << 23) | frac
+    }
+}
+
+/// Round a finite exact value to the x87 register format with `env`'s precision control.
+pub fn round_ext(sign: bool, exp: i32, sig: u128, env: &Env, pc: bool) -> (F80, u16) {
+    let fmt = if pc { env.ext_pc() } else { EXT };
+    let r = round(sign, exp, sig, fmt, env.rc, env.masks);
+    (r.to_f80(), r.flags)
+}
