@@ -1,7 +1,9 @@
-//! One self-contained test case (code bytes, registers, flags, data seed, masked flags), its
-//! hex encoding for `--replay`, the data-area contents it implies, and its disassembly.
+//! One self-contained test case (code bytes, registers, flags, data seed, masked flags, and for
+//! SIMD cases the YMM/MXCSR/x87 state), its hex encoding for `--replay`, the data-area contents
+//! it implies, and its disassembly.
 
 use super::layout::CODE_ADDR;
+use super::simd::SimdState;
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
 use std::fmt::Write;
 
@@ -23,9 +25,16 @@ pub struct Case {
     pub mem_seed: u64,
     /// Flags not compared (undefined flags on a host other than the policy host).
     pub ignore_flags: u64,
+    /// SIMD cases: the initial YMM/MXCSR/x87 state, set on both sides and compared after the
+    /// run. `None` for general-purpose cases (no vector state is set or compared).
+    pub simd: Option<Box<SimdState>>,
+    /// x87 status-word bits not compared (condition codes the SDM leaves undefined).
+    pub ignore_fsw: u16,
 }
 
-const MAGIC: [u8; 3] = *b"LD1";
+/// Version 1: general-purpose cases only; version 2 adds the optional SIMD block.
+const MAGIC_V1: [u8; 3] = *b"LD1";
+const MAGIC: [u8; 3] = *b"LD2";
 
 impl Case {
     /// Hex encoding for `lockstep difftest --replay`.
@@ -40,6 +49,28 @@ impl Case {
         }
         b.extend_from_slice(&(self.code.len() as u16).to_le_bytes());
         b.extend_from_slice(&self.code);
+        match &self.simd {
+            None => b.push(0),
+            Some(st) => {
+                b.push(1);
+                b.extend_from_slice(&self.ignore_fsw.to_le_bytes());
+                for y in &st.ymm {
+                    for v in y {
+                        b.extend_from_slice(&v.to_le_bytes());
+                    }
+                }
+                b.extend_from_slice(&st.mxcsr.to_le_bytes());
+                b.extend_from_slice(&st.fcw.to_le_bytes());
+                b.extend_from_slice(&st.fsw.to_le_bytes());
+                b.push(st.ftw);
+                for r in &st.st {
+                    b.extend_from_slice(r);
+                }
+                b.extend_from_slice(&st.fop.to_le_bytes());
+                b.extend_from_slice(&st.fip.to_le_bytes());
+                b.extend_from_slice(&st.fdp.to_le_bytes());
+            }
+        }
         let mut s = String::with_capacity(b.len() * 2);
         for x in b {
             let _ = write!(s, "{x:02x}");
@@ -57,7 +88,9 @@ impl Case {
             .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap_or(0))
             .collect();
         let mut r = Reader { b: &b, pos: 0 };
-        if r.take(3)? != MAGIC {
+        let version = r.take(3)?;
+        let v2 = version == MAGIC;
+        if !v2 && version != MAGIC_V1 {
             return Err("not a difftest case (bad magic/version)".into());
         }
         let flags = r.u64()?;
@@ -69,6 +102,27 @@ impl Case {
         }
         let n = u16::from_le_bytes(r.take(2)?.try_into().unwrap_or([0; 2])) as usize;
         let code = r.take(n)?.to_vec();
+        let (mut simd, mut ignore_fsw) = (None, 0);
+        if v2 && r.take(1)?[0] == 1 {
+            ignore_fsw = r.u16()?;
+            let mut st = SimdState::default();
+            for y in st.ymm.iter_mut() {
+                for v in y.iter_mut() {
+                    *v = r.u64()?;
+                }
+            }
+            st.mxcsr = r.u32()?;
+            st.fcw = r.u16()?;
+            st.fsw = r.u16()?;
+            st.ftw = r.take(1)?[0];
+            for x in st.st.iter_mut() {
+                x.copy_from_slice(r.take(10)?);
+            }
+            st.fop = r.u16()?;
+            st.fip = r.u64()?;
+            st.fdp = r.u64()?;
+            simd = Some(Box::new(st));
+        }
         if r.pos != b.len() {
             return Err("trailing bytes after the case".into());
         }
@@ -81,6 +135,8 @@ impl Case {
             flags,
             mem_seed,
             ignore_flags,
+            simd,
+            ignore_fsw,
         })
     }
 
@@ -134,6 +190,14 @@ impl<'a> Reader<'a> {
         a.copy_from_slice(s);
         Ok(u64::from_le_bytes(a))
     }
+    fn u32(&mut self) -> Result<u32, String> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u16(&mut self) -> Result<u16, String> {
+        let s = self.take(2)?;
+        Ok(u16::from_le_bytes([s[0], s[1]]))
+    }
 }
 
 /// SplitMix64: tiny, fixed, fast; fills the data area from a case's `mem_seed`.
@@ -157,14 +221,42 @@ const MEM_EDGES: [u64; 8] = [
     0x0000_0000_0000_0080,
 ];
 
-/// The initial contents of the data area for `seed` (random words, some edge values).
-pub fn fill_data(seed: u64, out: &mut [u8]) {
+/// Floating-point words that SIMD cases' memory takes one time in four: pairs of singles
+/// (zeros, infinities, quiet/signalling NaNs, denormals, 1.0, 2^31) and doubles alike.
+const MEM_FP_EDGES: [u64; 16] = [
+    0x8000_0000_0000_0000,
+    0x7ff0_0000_0000_0000,
+    0x7ff8_0000_0000_0000,
+    0x7ff0_0000_0000_0001,
+    0x000f_ffff_ffff_ffff,
+    0x3ff0_0000_0000_0000,
+    0xc1e0_0000_0000_0000,
+    0x0010_0000_0000_0000,
+    0x7f80_0000_ff80_0000,
+    0x7fc0_0000_7f80_0001,
+    0x0000_0001_807f_ffff,
+    0x3f80_0000_bf80_0000,
+    0x4f00_0000_cf00_0000,
+    0x0080_0000_3f00_0000,
+    0x7f7f_ffff_0000_0000,
+    0xffc0_0000_3fc0_0000,
+];
+
+/// The initial contents of the data area for `seed` (random words, some edge values; with
+/// `fp`, for SIMD cases, also floating-point special values).
+pub fn fill_data(seed: u64, fp: bool, out: &mut [u8]) {
     let mut st = seed;
     let mut chunks = out.chunks_exact_mut(8);
     for chunk in &mut chunks {
         let r = splitmix(&mut st);
         let edge = MEM_EDGES[((r >> 3) & 7) as usize];
-        let v = if r & 7 == 0 { edge } else { r };
+        let v = if r & 7 == 0 {
+            edge
+        } else if fp && r & 7 < 3 {
+            MEM_FP_EDGES[((r >> 6) & 15) as usize]
+        } else {
+            r
+        };
         chunk.copy_from_slice(&v.to_le_bytes());
     }
     let rest = chunks.into_remainder();
@@ -188,6 +280,8 @@ mod tests {
             flags: 0x8d5,
             mem_seed: 0x1234_5678,
             ignore_flags: 0x10,
+            simd: None,
+            ignore_fsw: 0,
         }
     }
 
@@ -200,6 +294,23 @@ mod tests {
         assert!(Case::from_hex(&format!("{h}00")).is_err());
         assert!(Case::from_hex("zz").is_err());
         assert!(Case::from_hex(&h.replacen("4c44", "4c45", 1)).is_err());
+        // With a SIMD block.
+        let mut c2 = c.clone();
+        let mut rng = crate::difftest::gen::Rng::new([4; 32]);
+        c2.simd = Some(Box::new(rng.simd_state()));
+        c2.ignore_fsw = 0x4500;
+        let h2 = c2.to_hex();
+        assert_eq!(Case::from_hex(&h2).unwrap(), c2);
+        assert!(Case::from_hex(&h2[..h2.len() - 2]).is_err());
+    }
+
+    #[test]
+    fn version_1_cases_still_parse() {
+        let c = sample();
+        let h = c.to_hex();
+        // v1 = "LD1" and no SIMD marker byte at the end.
+        let v1 = format!("{}{}", "4c4431", &h[6..h.len() - 2]);
+        assert_eq!(Case::from_hex(&v1).unwrap(), c);
     }
 
     #[test]
@@ -213,10 +324,12 @@ mod tests {
     #[test]
     fn data_fill_is_a_function_of_the_seed() {
         let (mut a, mut b, mut c) = ([0u8; 64], [0u8; 64], [0u8; 64]);
-        fill_data(7, &mut a);
-        fill_data(7, &mut b);
-        fill_data(8, &mut c);
+        fill_data(7, false, &mut a);
+        fill_data(7, false, &mut b);
+        fill_data(8, false, &mut c);
         assert_eq!(a, b);
+        assert_ne!(a, c);
+        fill_data(7, true, &mut c);
         assert_ne!(a, c);
     }
 }

@@ -5,10 +5,15 @@
 //! (`Add_rm32_imm8`); an `rm` operand expands into a register form (`:r`) and a memory form
 //! (`:m`), and lockable memory forms get a `:lock` twin. Forms that need a setup (division,
 //! indirect branches, POPF, ENTER/LEAVE, strings) have their own [`Kind`].
+//!
+//! The SIMD, x87 and state-management forms come from [`super::forms_simd`] and are appended
+//! to the same table; every form carries its ISA group ([`Isa`]) for `--isa` and the report.
 
+use super::forms_simd::simd_forms;
+pub use super::forms_simd::Isa;
 use super::host::Feature;
 use iced_x86::{Code, Register, RepPrefixKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// RFLAGS status bits.
 pub const CF: u64 = 1;
@@ -39,6 +44,14 @@ pub enum Op {
     Fixed(Register),
     /// A register holding a small signed value (the bit offset of BT* with a memory operand).
     Small(u8),
+    /// XMM0..15, YMM0..15, MM0..7, ST(0)..ST(7) chosen at random.
+    Xmm,
+    Ymm,
+    Mm,
+    Sti,
+    /// A SIMD/x87 memory operand of this many bytes (aligned to its size, up to 64, nine times
+    /// in ten; the rest tests the alignment rules).
+    Mem(u16),
 }
 
 /// String instruction families.
@@ -74,6 +87,38 @@ pub enum Kind {
     Leave,
     /// A string instruction (operand size in bytes) with this repeat prefix.
     String(Str, u8, RepPrefixKind),
+    /// An AVX2 gather: destination and mask registers (YMM if `ymm`), a VSIB operand with an
+    /// XMM/YMM (`ymm_index`) index of dword/qword (`index_q`) lanes; the index and mask
+    /// registers' initial lanes are chosen so that most elements address the data area.
+    Gather {
+        ymm: bool,
+        ymm_index: bool,
+        index_q: bool,
+        elem_q: bool,
+    },
+    /// MASKMOVQ/MASKMOVDQU: a byte-masked store to [RDI] (RDI reserved, into the data area).
+    MaskMov(Op),
+    /// XSAVE/XSAVEOPT (or, with `restore`, XRSTOR preceded by `save` to the same place with
+    /// the header's reserved bytes cleared): EDX:EAX a random subset of x87 | SSE | AVX.
+    Xsave {
+        restore: bool,
+        save: Code,
+    },
+    /// A state load (FXRSTOR, FRSTOR, FLDENV) preceded three times in four by `save` to the same
+    /// address, so that it loads a valid image.
+    AfterSave {
+        save: Code,
+        size: u16,
+    },
+    /// LDMXCSR (`mxcsr`) or FLDCW preceded four times in five by a store of a sensible value.
+    LoadCtl {
+        mxcsr: bool,
+    },
+    /// F2XM1/FYL2XP1, whose result the SDM leaves undefined outside |ST(0)| <= `max` (f64
+    /// bits): preceded by FLD of an in-range double stored to memory first.
+    X87Domain {
+        max: u64,
+    },
 }
 
 /// Register roles a form needs reserved for the whole case.
@@ -84,6 +129,8 @@ pub mod need {
     pub const RBP: u8 = 2;
     /// A register with a small signed value (BT* bit offsets).
     pub const SMALL: u8 = 4;
+    /// RDI points into the data area (MASKMOVQ/MASKMOVDQU).
+    pub const RDI: u8 = 8;
 }
 
 /// One entry of the table.
@@ -103,6 +150,12 @@ pub struct Form {
     pub feature: Feature,
     /// Roles from [`need`].
     pub needs: u8,
+    /// ISA group (`--isa`, per-extension coverage).
+    pub isa: Isa,
+    /// x87 condition codes (C0..C3 bits of FSW) the SDM leaves undefined after this form.
+    pub undef_fsw: u16,
+    /// Not run at all, with the reason (listed among the skipped forms).
+    pub excluded: Option<&'static str>,
 }
 
 const CCS: [&str; 16] = [
@@ -451,6 +504,9 @@ pub fn table() -> Vec<Form> {
             undef_result: undef_result(mn, base),
             feature: feature(mn),
             needs,
+            isa: Isa::Gp,
+            undef_fsw: 0,
+            excluded: None,
         });
     }
 
@@ -612,6 +668,8 @@ pub fn table() -> Vec<Form> {
             );
         }
     }
+    let names: BTreeSet<String> = out.iter().map(|f| format!("{:?}", f.code)).collect();
+    out.extend(simd_forms(&names));
     out
 }
 

@@ -9,8 +9,10 @@
 
 use super::forms::{need, Form, Kind, Op, Str, DF, STATUS};
 use super::layout::{CODE_ADDR, DATA_ADDR, DATA_LEN};
+use super::outcome::is_transcendental;
 use super::seq::HIGH8;
 pub use super::seq::{encode_groups, sized, GenCase, Group, Item, Span};
+use super::simd::SimdState;
 use iced_x86::{
     Code, Encoder, IcedError, Instruction, InstructionInfoFactory, MemoryOperand, Mnemonic,
     OpAccess, OpKind, Register,
@@ -23,8 +25,8 @@ const RBX: usize = 3;
 const RSP: usize = 4;
 const RBP: usize = 5;
 const RSI: usize = 6;
-const RDI: usize = 7;
-const DATA_END: u64 = DATA_ADDR + DATA_LEN as u64;
+pub(super) const RDI: usize = 7;
+pub(super) const DATA_END: u64 = DATA_ADDR + DATA_LEN as u64;
 
 /// The generator's random source (ChaCha20, seeded from the run seed's "difftest" domain).
 pub struct Rng(ChaCha20Rng);
@@ -83,14 +85,14 @@ impl Rng {
 
 /// An operand value while building one instruction.
 #[derive(Clone, Copy, Debug)]
-enum V {
+pub(super) enum V {
     R(Register),
     M(MemoryOperand),
     I(i64),
 }
 
 /// Create an instruction from dynamic operands.
-fn make(code: Code, ops: &[V]) -> Result<Instruction, IcedError> {
+pub(super) fn make(code: Code, ops: &[V]) -> Result<Instruction, IcedError> {
     fn imm(v: i64) -> Result<i32, IcedError> {
         // Out-of-range values never reach here (see Build::imm); clamp defensively.
         if let Ok(x) = i32::try_from(v) {
@@ -121,6 +123,10 @@ fn make(code: Code, ops: &[V]) -> Result<Instruction, IcedError> {
         [R(a), M(b), I(c)] => Instruction::with3(code, a, b, imm(c)?),
         [M(a), R(b), R(c)] => Instruction::with3(code, a, b, c),
         [M(a), R(b), I(c)] => Instruction::with3(code, a, b, imm(c)?),
+        [R(a), R(b), R(c), R(d)] => Instruction::with4(code, a, b, c, d),
+        [R(a), R(b), M(c), R(d)] => Instruction::with4(code, a, b, c, d),
+        [R(a), R(b), R(c), I(d)] => Instruction::with4(code, a, b, c, imm(d)?),
+        [R(a), R(b), M(c), I(d)] => Instruction::with4(code, a, b, c, imm(d)?),
         // Not produced by the table: an instruction without operands fails to encode later.
         _ => Ok(Instruction::with(Code::INVALID)),
     }
@@ -134,22 +140,24 @@ fn is_write(a: OpAccess) -> bool {
 }
 
 /// Per-case building state handed to the form builders.
-struct Build<'a> {
-    rng: &'a mut Rng,
-    iif: &'a mut InstructionInfoFactory,
-    gpr: [u64; 16],
+pub(super) struct Build<'a> {
+    pub(super) rng: &'a mut Rng,
+    pub(super) iif: &'a mut InstructionInfoFactory,
+    pub(super) gpr: [u64; 16],
     /// Registers no instruction may write (bit per register), RSP included.
-    reserved: u16,
-    base: usize,
+    pub(super) reserved: u16,
+    pub(super) base: usize,
     /// The base register does not point into the data area (deliberately faulting case).
-    base_wild: bool,
+    pub(super) base_wild: bool,
     small: Option<usize>,
     /// RBP currently points into the stack area.
     rbp_valid: bool,
+    /// The case's initial SIMD/x87 state (SIMD cases); builders may adjust registers in it.
+    pub(super) simd: Option<SimdState>,
 }
 
 impl Build<'_> {
-    fn writable(&mut self) -> usize {
+    pub(super) fn writable(&mut self) -> usize {
         loop {
             let i = self.rng.below(16) as usize;
             if self.reserved & (1 << i) == 0 {
@@ -158,7 +166,7 @@ impl Build<'_> {
         }
     }
 
-    fn reg(&mut self, size: u8, prefer_write: bool) -> Register {
+    pub(super) fn reg(&mut self, size: u8, prefer_write: bool) -> Register {
         let i = if prefer_write || self.rng.chance(60) {
             self.writable()
         } else {
@@ -171,7 +179,7 @@ impl Build<'_> {
         }
     }
 
-    fn imm(&mut self, bits: u8) -> i64 {
+    pub(super) fn imm(&mut self, bits: u8) -> i64 {
         let r = &mut *self.rng;
         match bits {
             8 => {
@@ -221,7 +229,7 @@ impl Build<'_> {
     }
 
     /// A data-area address for an access of `sz` bytes.
-    fn target(&mut self, sz: u64) -> u64 {
+    pub(super) fn target(&mut self, sz: u64) -> u64 {
         let r = self.rng.below(100);
         if r < 3 {
             // Straddling or just outside the ends of the data area: both sides fault alike.
@@ -231,15 +239,24 @@ impl Build<'_> {
                 _ => DATA_ADDR - 1 - self.rng.below(sz.max(2) - 1),
             };
         }
-        if r < 13 && sz > 1 {
+        // Vector operands (most need alignment) straddle a page less often: 5 % instead of 10 %.
+        let straddle = if sz >= 16 { 8 } else { 13 };
+        if r < straddle && sz > 1 {
             // Straddling a page boundary inside the area.
             let page = DATA_ADDR + (1 + self.rng.below(3)) * 0x1000;
             return page - 1 - self.rng.below(sz - 1);
         }
         let mut t = DATA_ADDR + self.rng.below(DATA_LEN as u64 - sz);
-        let align_pct = if sz == 16 { 90 } else { 60 };
-        if sz.is_power_of_two() && self.rng.chance(align_pct) {
-            t &= !(sz - 1);
+        let align_pct = if sz >= 16 { 94 } else { 60 };
+        // Vector and state-save operands need 16/32/64-byte alignment (FXSAVE 16, XSAVE 64).
+        let align = match sz {
+            512 => 16,
+            s if s > 64 => 64,
+            s if s.is_power_of_two() => s,
+            _ => 1,
+        };
+        if self.rng.chance(align_pct) {
+            t &= !(align - 1);
         }
         t
     }
@@ -257,7 +274,7 @@ impl Build<'_> {
     }
 
     /// A memory operand of `size` bytes addressing the data area.
-    fn mem(&mut self, size: u8) -> MemoryOperand {
+    pub(super) fn mem(&mut self, size: u16) -> MemoryOperand {
         let sz = size.max(1) as u64;
         let target = self.target(sz);
         let a = self.rng.below(100);
@@ -268,7 +285,12 @@ impl Build<'_> {
             return MemoryOperand::with_displ(target, 4);
         }
         if a < 21 {
-            let disp = self.rng.below(97) as i64 - 32;
+            let mut disp = self.rng.below(97) as i64 - 32;
+            if sz >= 16 && self.rng.chance(85) {
+                // Vector operands: mostly aligned to 16/32 (RSP itself may be misaligned).
+                let (rsp, align) = (self.gpr[RSP], if sz >= 32 { 32 } else { 16 });
+                disp = (rsp.wrapping_add(disp as u64) & !(align - 1)).wrapping_sub(rsp) as i64;
+            }
             let ds = self.displ_size(disp, false);
             return MemoryOperand::with_base_displ_size(Register::RSP, disp, ds);
         }
@@ -342,7 +364,7 @@ impl Build<'_> {
 
     /// Does `ins` leave every reserved register alone (except those in `own`), and never
     /// name RSP as an explicit destination?
-    fn writes_ok(&mut self, ins: &Instruction, own: u16) -> bool {
+    pub(super) fn writes_ok(&mut self, ins: &Instruction, own: u16) -> bool {
         let info = self.iif.info(ins);
         for i in 0..ins.op_count() {
             if ins.op_kind(i) == OpKind::Register
@@ -365,19 +387,24 @@ impl Build<'_> {
         true
     }
 
-    fn encodable(ins: &Instruction) -> bool {
+    pub(super) fn encodable(ins: &Instruction) -> bool {
         Encoder::new(64).encode(ins, CODE_ADDR).is_ok()
     }
 
     /// Build a single instruction of a plain form, retrying operand choices that cannot be
     /// encoded (AH..BH with REX) or that would write a reserved register.
-    fn plain(&mut self, form: &Form, ops: &[Op], own: u16) -> Option<Instruction> {
+    pub(super) fn plain(&mut self, form: &Form, ops: &[Op], own: u16) -> Option<Instruction> {
         for _ in 0..48 {
             let mut vals = Vec::with_capacity(ops.len());
             for (i, op) in ops.iter().enumerate() {
                 vals.push(match *op {
                     Op::R(s) => V::R(self.reg(s, i == 0)),
-                    Op::M(s) => V::M(self.mem(s)),
+                    Op::M(s) => V::M(self.mem(s as u16)),
+                    Op::Mem(s) => V::M(self.mem(s)),
+                    Op::Xmm => V::R(Register::XMM0 + self.rng.below(16) as u32),
+                    Op::Ymm => V::R(Register::YMM0 + self.rng.below(16) as u32),
+                    Op::Mm => V::R(Register::MM0 + self.rng.below(8) as u32),
+                    Op::Sti => V::R(Register::ST0 + self.rng.below(8) as u32),
                     Op::Addr => V::M(self.addr_any()),
                     Op::Moffs(s) => V::M(MemoryOperand::with_displ(self.target(s as u64), 8)),
                     Op::Imm(b) => V::I(self.imm(b)),
@@ -562,6 +589,12 @@ impl Build<'_> {
                 }
                 Some(vec![fixed(ins)])
             }
+            Kind::Gather { .. }
+            | Kind::MaskMov(_)
+            | Kind::Xsave { .. }
+            | Kind::AfterSave { .. }
+            | Kind::LoadCtl { .. }
+            | Kind::X87Domain { .. } => self.simd_form(form),
         }
     }
 }
@@ -571,8 +604,11 @@ pub struct Generator {
     forms: Vec<Form>,
     /// Forms a case may contain anywhere.
     enabled: Vec<usize>,
-    /// Forms without undefined flags (the only ones allowed before the last position when
-    /// undefined flags are masked: a later instruction could consume them).
+    /// Forms allowed before the last position: all but the x87 transcendentals (their results
+    /// may be judged approximate, which only works when nothing consumes them).
+    chainable: Vec<usize>,
+    /// Chainable forms without undefined flags (the only ones allowed before the last position
+    /// when undefined flags are masked: a later instruction could consume them).
     defined: Vec<usize>,
     compare_undefined: bool,
     len: usize,
@@ -589,14 +625,20 @@ impl Generator {
         len: usize,
         seed: [u8; 32],
     ) -> Self {
-        let defined = enabled
+        let chainable: Vec<usize> = enabled
             .iter()
             .copied()
-            .filter(|&i| forms[i].undef_flags == 0)
+            .filter(|&i| !is_transcendental(forms[i].code.mnemonic()))
+            .collect();
+        let defined = chainable
+            .iter()
+            .copied()
+            .filter(|&i| forms[i].undef_flags == 0 && forms[i].undef_fsw == 0)
             .collect();
         Generator {
             forms,
             enabled,
+            chainable,
             defined,
             compare_undefined,
             len: len.max(1),
@@ -609,12 +651,26 @@ impl Generator {
         &self.forms
     }
 
-    /// The next case (never empty).
-    pub fn next_case(&mut self) -> GenCase {
-        assert!(!self.enabled.is_empty(), "no forms enabled");
+    /// Stop drawing form `i` (e.g. the interpreter does not implement it).
+    pub fn disable(&mut self, i: usize) {
+        self.enabled.retain(|&x| x != i);
+        self.chainable.retain(|&x| x != i);
+        self.defined.retain(|&x| x != i);
+    }
+
+    /// Forms still drawn.
+    pub fn enabled(&self) -> &[usize] {
+        &self.enabled
+    }
+
+    /// The next case (never empty); None once every form has been disabled.
+    pub fn next_case(&mut self) -> Option<GenCase> {
+        if self.enabled.is_empty() {
+            return None;
+        }
         loop {
             if let Some(c) = self.try_case() {
-                return c;
+                return Some(c);
             }
         }
     }
@@ -625,8 +681,10 @@ impl Generator {
         let mut picks = Vec::with_capacity(n);
         for pos in 0..n {
             let last = pos + 1 == n;
-            let pool = if self.compare_undefined || last {
+            let pool = if last {
                 &self.enabled
+            } else if self.compare_undefined {
+                &self.chainable
             } else {
                 &self.defined
             };
@@ -639,6 +697,9 @@ impl Generator {
         let mut reserved: u16 = 1 << RSP;
         if needs & need::STR != 0 {
             reserved |= (1 << RSI) | (1 << RDI) | (1 << RCX);
+        }
+        if needs & need::RDI != 0 {
+            reserved |= 1 << RDI;
         }
         if needs & need::RBP != 0 {
             reserved |= 1 << RBP;
@@ -696,8 +757,21 @@ impl Generator {
         if needs & need::RBP != 0 {
             gpr[RBP] = gpr[RSP].wrapping_add(rng.below(0x200)) & !7;
         }
+        if needs & need::RDI != 0 && needs & need::STR == 0 {
+            // MASKMOV* stores 8/16 bytes at [RDI]; now and then across a page or the end.
+            gpr[RDI] = match rng.below(20) {
+                0 => DATA_END - 4,
+                1 => DATA_ADDR + 0x1000 - 3,
+                _ => DATA_ADDR + 0x400 + rng.below(0x3000),
+            };
+        }
         let flags = (rng.u64() & STATUS) | if rng.chance(25) { DF } else { 0 };
         let mem_seed = rng.u64();
+        let simd = if picks.iter().any(|&p| self.forms[p].isa.is_simd()) {
+            Some(rng.simd_state())
+        } else {
+            None
+        };
 
         let mut b = Build {
             rng: &mut self.rng,
@@ -708,6 +782,7 @@ impl Generator {
             base_wild,
             small,
             rbp_valid: true,
+            simd,
         };
         let mut groups = Vec::with_capacity(picks.len());
         for &p in &picks {
@@ -718,12 +793,13 @@ impl Generator {
         if groups.is_empty() {
             return None;
         }
-        let ignore_flags = if self.compare_undefined {
-            0
+        let (ignore_flags, ignore_fsw) = if self.compare_undefined {
+            (0, 0)
         } else {
-            groups
-                .iter()
-                .fold(0, |a, g| a | self.forms[g.form].undef_flags)
+            groups.iter().fold((0, 0), |(a, w), g| {
+                let f = &self.forms[g.form];
+                (a | f.undef_flags, w | f.undef_fsw)
+            })
         };
         let gc = GenCase {
             groups,
@@ -731,6 +807,8 @@ impl Generator {
             flags,
             mem_seed,
             ignore_flags,
+            simd: b.simd.take().map(Box::new),
+            ignore_fsw,
         };
         // Reject the rare case whose code would not fit.
         gc.to_case().ok()?;
@@ -739,56 +817,5 @@ impl Generator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::difftest::forms::table;
-
-    #[test]
-    fn every_form_builds_encodes_and_respects_reserved_registers() {
-        let forms = table();
-        let all: Vec<usize> = (0..forms.len()).collect();
-        let mut g = Generator::new(forms.clone(), all, true, 1, [3; 32]);
-        for (i, f) in forms.iter().enumerate() {
-            g.enabled = vec![i];
-            g.defined = vec![i];
-            let mut built = 0;
-            for _ in 0..40 {
-                let Some(c) = g.try_case() else { continue };
-                assert_eq!(c.groups[0].form, i);
-                let (case, spans) = c.to_case().unwrap();
-                assert_eq!(*case.code.last().unwrap(), 0xcc);
-                assert_eq!(spans.len(), 1);
-                built += 1;
-            }
-            assert!(built >= 30, "{}: built {built}/40", f.name);
-        }
-    }
-
-    #[test]
-    fn branches_target_the_end_of_their_group() {
-        let forms = table();
-        let i = forms.iter().position(|f| f.name == "Jne_rel32_64").unwrap();
-        let mut g = Generator::new(forms, vec![i], true, 1, [5; 32]);
-        let (case, spans) = g.next_case().to_case().unwrap();
-        // jne rel32 (6 bytes) + 1-byte skip, then INT3: the branch skips exactly one byte.
-        assert_eq!(case.code.len(), 8);
-        assert_eq!(&case.code[..2], &[0x0f, 0x85]);
-        assert_eq!(&case.code[2..6], &[1, 0, 0, 0]);
-        assert_eq!(spans[0].end, CODE_ADDR + 7);
-    }
-
-    #[test]
-    fn masked_undefined_flags_only_in_last_position() {
-        let forms = table();
-        let all: Vec<usize> = (0..forms.len()).collect();
-        let mut g = Generator::new(forms.clone(), all, false, 4, [9; 32]);
-        for _ in 0..500 {
-            let c = g.next_case();
-            let n = c.groups.len();
-            for gr in &c.groups[..n - 1] {
-                assert_eq!(forms[gr.form].undef_flags, 0, "{}", forms[gr.form].name);
-            }
-            assert_eq!(c.ignore_flags, forms[c.groups[n - 1].form].undef_flags);
-        }
-    }
-}
+#[path = "gen_tests.rs"]
+mod tests;

@@ -13,7 +13,7 @@ pub const POLICY_MODEL: u32 = 0xa7;
 /// Optional instruction-set extensions some forms need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Feature {
-    /// Present on every x86-64 CPU.
+    /// Present on every x86-64 CPU (incl. x87, MMX, SSE, SSE2, FXSR, CMOV, CLFLUSH, PAUSE).
     Base,
     Bmi1,
     Bmi2,
@@ -24,9 +24,44 @@ pub enum Feature {
     Cx16,
     /// LAHF/SAHF in 64-bit mode (CPUID 8000_0001h ECX bit 0).
     LahfSahf,
+    Sse3,
+    Ssse3,
+    Sse41,
+    Sse42,
+    /// AVX with OS support (CPUID.1:ECX.AVX, OSXSAVE, XCR0 bits 1 and 2).
+    Avx,
+    Avx2,
+    Fma,
+    F16c,
+    Xsave,
+    Xsaveopt,
+    Clflushopt,
 }
 
 impl Feature {
+    pub const ALL: [Feature; 20] = [
+        Feature::Base,
+        Feature::Bmi1,
+        Feature::Bmi2,
+        Feature::Adx,
+        Feature::Movbe,
+        Feature::Lzcnt,
+        Feature::Popcnt,
+        Feature::Cx16,
+        Feature::LahfSahf,
+        Feature::Sse3,
+        Feature::Ssse3,
+        Feature::Sse41,
+        Feature::Sse42,
+        Feature::Avx,
+        Feature::Avx2,
+        Feature::Fma,
+        Feature::F16c,
+        Feature::Xsave,
+        Feature::Xsaveopt,
+        Feature::Clflushopt,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Feature::Base => "base",
@@ -38,6 +73,17 @@ impl Feature {
             Feature::Popcnt => "POPCNT",
             Feature::Cx16 => "CMPXCHG16B",
             Feature::LahfSahf => "LAHF/SAHF (64-bit)",
+            Feature::Sse3 => "SSE3",
+            Feature::Ssse3 => "SSSE3",
+            Feature::Sse41 => "SSE4.1",
+            Feature::Sse42 => "SSE4.2",
+            Feature::Avx => "AVX",
+            Feature::Avx2 => "AVX2",
+            Feature::Fma => "FMA",
+            Feature::F16c => "F16C",
+            Feature::Xsave => "XSAVE",
+            Feature::Xsaveopt => "XSAVEOPT",
+            Feature::Clflushopt => "CLFLUSHOPT",
         }
     }
 }
@@ -50,14 +96,22 @@ pub struct HostInfo {
     pub model: u32,
     pub stepping: u32,
     pub brand: String,
-    bmi1: bool,
-    bmi2: bool,
-    adx: bool,
-    movbe: bool,
-    lzcnt: bool,
-    popcnt: bool,
-    cx16: bool,
-    lahf: bool,
+    /// One bit per [`Feature`] (by discriminant) the host has.
+    feats: u64,
+    /// XCR0 as XGETBV reports it (0 without OSXSAVE).
+    pub xcr0: u64,
+}
+
+/// XCR0 (XGETBV with ECX = 0). Only call when CPUID reports OSXSAVE.
+fn xgetbv0() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: XGETBV(0) is valid when CR4.OSXSAVE is set (checked by the caller via CPUID.1:ECX
+    // bit 27); it only writes EAX and EDX.
+    unsafe {
+        core::arch::asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi,
+            options(nomem, nostack, preserves_flags));
+    }
+    ((hi as u64) << 32) | lo as u64
 }
 
 fn cpuid(leaf: u32, sub: u32) -> [u32; 4] {
@@ -106,6 +160,37 @@ impl HostInfo {
                 }
             }
         }
+        let osxsave = l1[2] & (1 << 27) != 0;
+        let xcr0 = if osxsave { xgetbv0() } else { 0 };
+        let avx_os = osxsave && xcr0 & 6 == 6;
+        let avx = avx_os && l1[2] & (1 << 28) != 0;
+        let ld = if max >= 0xd { cpuid(0xd, 1) } else { [0; 4] };
+        let mut feats = 1u64 << Feature::Base as u8;
+        for (f, on) in [
+            (Feature::Bmi1, l7[1] & (1 << 3) != 0),
+            (Feature::Bmi2, l7[1] & (1 << 8) != 0),
+            (Feature::Adx, l7[1] & (1 << 19) != 0),
+            (Feature::Movbe, l1[2] & (1 << 22) != 0),
+            (Feature::Popcnt, l1[2] & (1 << 23) != 0),
+            (Feature::Cx16, l1[2] & (1 << 13) != 0),
+            (Feature::Lzcnt, e1[2] & (1 << 5) != 0),
+            (Feature::LahfSahf, e1[2] & 1 != 0),
+            (Feature::Sse3, l1[2] & 1 != 0),
+            (Feature::Ssse3, l1[2] & (1 << 9) != 0),
+            (Feature::Sse41, l1[2] & (1 << 19) != 0),
+            (Feature::Sse42, l1[2] & (1 << 20) != 0),
+            (Feature::Avx, avx),
+            (Feature::Avx2, avx && l7[1] & (1 << 5) != 0),
+            (Feature::Fma, avx && l1[2] & (1 << 12) != 0),
+            (Feature::F16c, avx && l1[2] & (1 << 29) != 0),
+            (Feature::Xsave, osxsave && l1[2] & (1 << 26) != 0),
+            (Feature::Xsaveopt, osxsave && ld[0] & 1 != 0),
+            (Feature::Clflushopt, l7[1] & (1 << 23) != 0),
+        ] {
+            if on {
+                feats |= 1 << f as u8;
+            }
+        }
         let brand = String::from_utf8_lossy(&brand)
             .trim_matches(char::from(0))
             .trim()
@@ -116,30 +201,30 @@ impl HostInfo {
             model,
             stepping,
             brand,
-            bmi1: l7[1] & (1 << 3) != 0,
-            bmi2: l7[1] & (1 << 8) != 0,
-            adx: l7[1] & (1 << 19) != 0,
-            movbe: l1[2] & (1 << 22) != 0,
-            popcnt: l1[2] & (1 << 23) != 0,
-            cx16: l1[2] & (1 << 13) != 0,
-            lzcnt: e1[2] & (1 << 5) != 0,
-            lahf: e1[2] & 1 != 0,
+            feats,
+            xcr0,
         }
     }
 
     /// Does the host implement `f`?
     pub fn has(&self, f: Feature) -> bool {
-        match f {
-            Feature::Base => true,
-            Feature::Bmi1 => self.bmi1,
-            Feature::Bmi2 => self.bmi2,
-            Feature::Adx => self.adx,
-            Feature::Movbe => self.movbe,
-            Feature::Lzcnt => self.lzcnt,
-            Feature::Popcnt => self.popcnt,
-            Feature::Cx16 => self.cx16,
-            Feature::LahfSahf => self.lahf,
-        }
+        self.feats & (1 << f as u8) != 0
+    }
+
+    /// The same host without `f` (tests of the skip logic).
+    #[doc(hidden)]
+    pub fn without(mut self, f: Feature) -> Self {
+        self.feats &= !(1 << f as u8);
+        self
+    }
+
+    /// "SSE3 yes, SSSE3 yes, ..." for the SIMD extensions the harness checks.
+    pub fn simd_line(&self) -> String {
+        let list: Vec<String> = Feature::ALL[9..]
+            .iter()
+            .map(|&f| format!("{} {}", f.name(), if self.has(f) { "yes" } else { "NO" }))
+            .collect();
+        format!("{}; XCR0 {:#x}", list.join(", "), self.xcr0)
     }
 
     /// Is this the host the undefined-flags policy was measured on?
@@ -177,5 +262,18 @@ mod tests {
             std::is_x86_feature_detected!("popcnt")
         );
         assert_eq!(h.has(Feature::Adx), std::is_x86_feature_detected!("adx"));
+        assert_eq!(h.has(Feature::Avx), std::is_x86_feature_detected!("avx"));
+        assert_eq!(h.has(Feature::Avx2), std::is_x86_feature_detected!("avx2"));
+        assert_eq!(h.has(Feature::Fma), std::is_x86_feature_detected!("fma"));
+        assert_eq!(h.has(Feature::F16c), std::is_x86_feature_detected!("f16c"));
+        assert_eq!(
+            h.has(Feature::Sse42),
+            std::is_x86_feature_detected!("sse4.2")
+        );
+        assert_eq!(
+            h.has(Feature::Ssse3),
+            std::is_x86_feature_detected!("ssse3")
+        );
+        assert!(h.simd_line().contains("AVX2"));
     }
 }

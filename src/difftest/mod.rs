@@ -9,7 +9,9 @@
 
 pub mod case;
 pub mod forms;
+pub mod forms_simd;
 pub mod gen;
+mod gen_simd;
 pub mod host;
 pub mod native;
 pub mod outcome;
@@ -17,6 +19,7 @@ pub mod report;
 pub mod run;
 pub mod seq;
 pub mod sim;
+pub mod simd;
 
 pub use case::Case;
 pub use outcome::{Diff, End, Outcome, Verdict};
@@ -70,9 +73,20 @@ pub struct DiffArgs {
     /// Detailed failures kept per form.
     #[arg(long, default_value_t = 3)]
     pub examples: usize,
-    /// List the form table (name, feature, undefined flags) and exit.
+    /// List the form table (name, ISA group, feature, undefined flags) and exit.
     #[arg(long)]
     pub list_forms: bool,
+    /// ISA groups to draw from, comma-separated: gp, mmx, sse, sse2, sse3, ssse3, sse4.1,
+    /// sse4.2, x87, avx, avx2, fma, f16c, xsave; `simd` = all but gp; `all`.
+    #[arg(long, default_value = "all")]
+    pub isa: String,
+    /// Keep drawing forms the interpreter does not implement (default: drop a form after its
+    /// first "not implemented", so the remaining cases test forms that run).
+    #[arg(long)]
+    pub keep_unimplemented: bool,
+    /// Count "not implemented" in SIMD/x87 forms as a failure too (default: only in gp forms).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Entry point; returns the process exit code (0 pass, 1 mismatch, 2 error).
@@ -80,17 +94,35 @@ pub fn main(args: DiffArgs) -> i32 {
     if let Some(hex) = &args.replay {
         return replay(hex);
     }
+    let isa = match forms::Isa::parse_list(&args.isa) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("lockstep difftest: --isa: {e}");
+            return 2;
+        }
+    };
     if args.list_forms {
         use std::io::Write;
         let host = host::HostInfo::detect();
         let mut out = std::io::stdout().lock();
-        for f in forms::table() {
+        for f in forms::table().into_iter().filter(|f| isa.contains(&f.isa)) {
+            if let Some(p) = &args.forms {
+                if !forms::matches_filter(&f.name, p) {
+                    continue;
+                }
+            }
             let line = writeln!(
                 out,
-                "{:<32} {:<12} undefined flags: {:<16}{}{}",
+                "{:<48} {:<7} {:<12} undefined flags: {:<16}{}{}{}{}",
                 f.name,
+                f.isa.name(),
                 f.feature.name(),
                 outcome::flag_names(f.undef_flags, f.undef_flags),
+                if f.undef_fsw != 0 {
+                    format!(" undefined FSW bits {:#06x}", f.undef_fsw)
+                } else {
+                    String::new()
+                },
                 if f.undef_result {
                     " (result undefined for some inputs)"
                 } else {
@@ -100,6 +132,10 @@ pub fn main(args: DiffArgs) -> i32 {
                     ""
                 } else {
                     " [host lacks it]"
+                },
+                match f.excluded {
+                    Some(why) => format!(" [excluded: {why}]"),
+                    None => String::new(),
                 }
             );
             if line.is_err() {
@@ -132,6 +168,9 @@ pub fn main(args: DiffArgs) -> i32 {
         stop_on_first: args.stop_on_first,
         undefined: args.undefined,
         examples_per_form: args.examples,
+        isa,
+        drop_unimplemented: !args.keep_unimplemented,
+        strict: args.strict,
     };
     let sum = match run::run(&cfg) {
         Ok(s) => s,
@@ -201,6 +240,16 @@ pub fn replay(hex: &str) -> i32 {
         Verdict::Unimplemented { what, .. } => {
             println!("NOT IMPLEMENTED in the interpreter: {what}");
             1
+        }
+        Verdict::Approx { ulp, diffs } => {
+            println!(
+                "APPROXIMATE: x87 transcendental result(s) within {ulp} ULP of the host \
+                 (native | interpreter):"
+            );
+            for x in diffs {
+                println!("  {:<22} {} | {}", x.field, x.native, x.interp);
+            }
+            0
         }
         Verdict::Mismatch(d) => {
             println!("MISMATCH (native | interpreter):");

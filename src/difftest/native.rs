@@ -8,10 +8,27 @@
 //! `PTRACE_SETREGS`, continues the child, and waits for its next stop: `SIGTRAP` from the INT3
 //! at the end of the code, or the signal of an exception. Signals are never delivered, so the
 //! child survives every case; if it dies anyway it is restarted.
+//!
+//! SIMD cases also set the YMM/MXCSR/x87 state before the run and read it back afterwards,
+//! through `PTRACE_SETREGSET`/`PTRACE_GETREGSET` with `NT_X86_XSTATE` (the whole standard-format
+//! XSAVE image; the x87 registers go in raw, so unnormals and pseudo-denormals load as they are).
+//! A watchdog thread kills a child that has not stopped within [`NATIVE_TIMEOUT`] (a case can
+//! loop natively only through a kernel quirk, e.g. an #MF the kernel treats as spurious).
 
 use super::layout::{CODE_ADDR, CODE_LEN, DATA_ADDR, DATA_LEN, GUARD};
+use super::simd::{xs, SimdState};
 use std::io;
 use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `NT_X86_XSTATE` regset note type (linux/elf.h).
+const NT_X86_XSTATE: usize = 0x202;
+/// Room for the largest XSAVE image the kernel may hand out (AMX tile data included).
+const XSTATE_MAX: usize = 64 * 1024;
+/// A case that runs longer than this natively is killed and reported as a hang.
+pub const NATIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// RFLAGS bits a case may choose (CF PF AF ZF SF DF OF).
 pub const CASE_FLAGS: u64 = 0x0cd5;
@@ -19,7 +36,7 @@ pub const CASE_FLAGS: u64 = 0x0cd5;
 pub const BASE_FLAGS: u64 = 0x202;
 
 /// What the child did with one case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NativeStop {
     pub gpr: [u64; 16],
     pub rip: u64,
@@ -29,6 +46,10 @@ pub struct NativeStop {
     /// `si_code` and `si_addr` of the signal (zero for SIGTRAP).
     pub si_code: i32,
     pub si_addr: u64,
+    /// The YMM/MXCSR/x87 state after the stop (SIMD cases only).
+    pub simd: Option<SimdState>,
+    /// The watchdog killed the child: it did not stop within [`NATIVE_TIMEOUT`].
+    pub timed_out: bool,
 }
 
 /// Layout of `siginfo_t` on x86-64 Linux as far as SIGSEGV/SIGBUS/SIGFPE/SIGILL use it.
@@ -54,6 +75,86 @@ pub struct NativeRunner {
     pub restarts: u64,
     /// The calling thread's CPU affinity before we pinned it (restored on drop).
     saved_affinity: Option<libc::cpu_set_t>,
+    /// The freshly started child's XSAVE image (its length is the kernel's regset size).
+    xstate_base: Vec<u8>,
+    /// Scratch XSAVE image for one case.
+    xstate: Vec<u8>,
+    /// Offset of the YMM upper halves in the XSAVE image (CPUID 0Dh.2 EBX).
+    ymm_hi: usize,
+    watchdog: Watchdog,
+}
+
+/// Shared between the runner and its watchdog thread.
+struct WatchState {
+    epoch: Instant,
+    pid: AtomicI32,
+    /// Milliseconds since `epoch` when the running case was continued; 0 = idle.
+    since_ms: AtomicU64,
+    fired: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// Kills the child when one case runs longer than [`NATIVE_TIMEOUT`]; checks every 100 ms.
+struct Watchdog {
+    st: Arc<WatchState>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn new() -> Self {
+        let st = Arc::new(WatchState {
+            epoch: Instant::now(),
+            pid: AtomicI32::new(0),
+            since_ms: AtomicU64::new(0),
+            fired: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        let w = st.clone();
+        let thread = std::thread::Builder::new()
+            .name("difftest-watchdog".into())
+            .spawn(move || {
+                let limit = NATIVE_TIMEOUT.as_millis() as u64;
+                while !w.stop.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(Duration::from_millis(100));
+                    let since = w.since_ms.load(Ordering::Acquire);
+                    let now = w.epoch.elapsed().as_millis() as u64 + 1;
+                    if since != 0 && now.saturating_sub(since) > limit {
+                        let pid = w.pid.load(Ordering::Acquire);
+                        if pid > 0 && w.since_ms.swap(0, Ordering::AcqRel) == since {
+                            w.fired.store(true, Ordering::Release);
+                            // SAFETY: signalling our own traced child; its pid cannot be reused
+                            // before the runner reaps it.
+                            unsafe { libc::kill(pid, libc::SIGKILL) };
+                        }
+                    }
+                }
+            })
+            .ok();
+        Watchdog { st, thread }
+    }
+
+    fn arm(&self, pid: libc::pid_t) {
+        self.st.pid.store(pid, Ordering::Release);
+        self.st.fired.store(false, Ordering::Release);
+        let now = self.st.epoch.elapsed().as_millis() as u64 + 1;
+        self.st.since_ms.store(now, Ordering::Release);
+    }
+
+    /// Disarm; true if the watchdog killed the child of this case.
+    fn disarm(&self) -> bool {
+        self.st.since_ms.store(0, Ordering::Release);
+        self.st.fired.swap(false, Ordering::AcqRel)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.st.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
 }
 
 /// Child exit codes that explain a failed start.
@@ -106,8 +207,13 @@ impl NativeRunner {
             // SAFETY: user_regs_struct is plain integers; all-zero is a valid value.
             base: unsafe { std::mem::zeroed() },
             restarts: 0,
-            saved_affinity: pin_to_current_cpu(),
+            saved_affinity: None,
+            xstate_base: Vec::new(),
+            xstate: Vec::new(),
+            ymm_hi: ymm_hi_offset(),
+            watchdog: Watchdog::new(),
         };
+        r.saved_affinity = pin_to_current_cpu();
         r.spawn()?;
         Ok(r)
     }
@@ -161,6 +267,19 @@ impl NativeRunner {
         if rc != 0 {
             return Err(last_err("PTRACE_GETREGS"));
         }
+        let mut buf = vec![0u8; XSTATE_MAX];
+        let n = xstate_get(pid, &mut buf).map_err(|e| {
+            io::Error::new(e.kind(), format!("PTRACE_GETREGSET NT_X86_XSTATE: {e}"))
+        })?;
+        if n < self.ymm_hi + 256 || n < xs::MIN_LEN {
+            return Err(io::Error::other(format!(
+                "XSAVE image of {n} bytes has no AVX component (YMM upper halves at {})",
+                self.ymm_hi
+            )));
+        }
+        buf.truncate(n);
+        self.xstate = buf.clone();
+        self.xstate_base = buf;
         Ok(())
     }
 
@@ -228,21 +347,50 @@ impl NativeRunner {
 
     /// Run the code page from its start with these registers and status flags (+DF) until the
     /// child stops. Restarts the child (and runs again, once) if it died.
-    pub fn run(&mut self, gpr: &[u64; 16], flags: u64) -> io::Result<NativeStop> {
-        match self.run_once(gpr, flags) {
+    /// With `simd`, the YMM/MXCSR/x87 state is set first and read back after the stop.
+    pub fn run(
+        &mut self,
+        gpr: &[u64; 16],
+        flags: u64,
+        simd: Option<&SimdState>,
+    ) -> io::Result<NativeStop> {
+        match self.run_once(gpr, flags, simd) {
             Ok(Some(s)) => Ok(s),
             Ok(None) => {
                 self.restart()?;
-                self.run_once(gpr, flags)?
+                self.run_once(gpr, flags, simd)?
                     .ok_or_else(|| io::Error::other("difftest child died twice in a row"))
             }
             Err(e) => Err(e),
         }
     }
 
-    fn run_once(&mut self, gpr: &[u64; 16], flags: u64) -> io::Result<Option<NativeStop>> {
+    /// Offset of the YMM upper halves in the XSAVE image.
+    pub fn ymm_hi(&self) -> usize {
+        self.ymm_hi
+    }
+
+    fn run_once(
+        &mut self,
+        gpr: &[u64; 16],
+        flags: u64,
+        simd: Option<&SimdState>,
+    ) -> io::Result<Option<NativeStop>> {
         if self.pid == 0 {
             self.restart()?;
+        }
+        if let Some(st) = simd {
+            self.xstate.copy_from_slice(&self.xstate_base);
+            st.write_xsave(&mut self.xstate, self.ymm_hi);
+            if let Err(e) = xstate_set(self.pid, &mut self.xstate) {
+                if e.raw_os_error() == Some(libc::ESRCH) {
+                    return Ok(None);
+                }
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("PTRACE_SETREGSET NT_X86_XSTATE: {e}"),
+                ));
+            }
         }
         let mut r = self.base;
         set_gprs(&mut r, gpr);
@@ -273,9 +421,24 @@ impl NativeRunner {
         if rc != 0 {
             return Ok(None);
         }
-        let status = self.wait()?;
+        self.watchdog.arm(self.pid);
+        let status = self.wait();
+        let timed_out = self.watchdog.disarm();
+        let status = status?;
         if !libc::WIFSTOPPED(status) {
             self.pid = 0; // reaped: it exited or was killed
+            if timed_out {
+                return Ok(Some(NativeStop {
+                    gpr: *gpr,
+                    rip: CODE_ADDR,
+                    rflags: 0,
+                    signal: libc::SIGKILL,
+                    si_code: 0,
+                    si_addr: 0,
+                    simd: None,
+                    timed_out: true,
+                }));
+            }
             return Ok(None);
         }
         let signal = libc::WSTOPSIG(status);
@@ -309,6 +472,15 @@ impl NativeRunner {
                 si_addr = si.addr;
             }
         }
+        let simd_out = match simd {
+            None => None,
+            Some(_) => {
+                if xstate_get(self.pid, &mut self.xstate).is_err() {
+                    return Ok(None);
+                }
+                Some(SimdState::read_xsave(&self.xstate, self.ymm_hi))
+            }
+        };
         Ok(Some(NativeStop {
             gpr: get_gprs(&r),
             rip: r.rip,
@@ -316,6 +488,8 @@ impl NativeRunner {
             signal,
             si_code,
             si_addr,
+            simd: simd_out,
+            timed_out: false,
         }))
     }
 }
@@ -360,6 +534,62 @@ fn pin_to_current_cpu() -> Option<libc::cpu_set_t> {
         }
         Some(saved)
     }
+}
+
+/// Offset of the YMM_Hi128 component in the standard XSAVE format (CPUID leaf 0Dh, sub-leaf 2,
+/// EBX); 576 if the CPU does not say.
+fn ymm_hi_offset() -> usize {
+    // SAFETY: CPUID has no side effects beyond its outputs.
+    #[allow(unused_unsafe)]
+    let r = unsafe { core::arch::x86_64::__cpuid_count(0xd, 2) };
+    if r.eax >= 256 && r.ebx >= 576 {
+        r.ebx as usize
+    } else {
+        576
+    }
+}
+
+/// Read the child's XSAVE image into `buf`; returns the length the kernel filled in.
+fn xstate_get(pid: libc::pid_t, buf: &mut [u8]) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: the child is in a ptrace stop; the kernel writes at most iov_len bytes into `buf`,
+    // which outlives the call, and updates iov_len.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGSET,
+            pid,
+            NT_X86_XSTATE as *mut libc::c_void,
+            &mut iov as *mut libc::iovec as *mut libc::c_void,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(iov.iov_len)
+}
+
+/// Load the child's XSAVE image from `buf` (exactly the regset size).
+fn xstate_set(pid: libc::pid_t, buf: &mut [u8]) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: the child is in a ptrace stop; the kernel only reads iov_len bytes from `buf`.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SETREGSET,
+            pid,
+            NT_X86_XSTATE as *mut libc::c_void,
+            &mut iov as *mut libc::iovec as *mut libc::c_void,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn set_gprs(r: &mut libc::user_regs_struct, g: &[u64; 16]) {
@@ -464,21 +694,21 @@ mod tests {
         code[..4].copy_from_slice(&[0x48, 0x89, 0xd8, 0xcc]);
         let mut g = [0u64; 16];
         g[3] = 0x1234_5678_9abc_def0;
-        let s = n.run(&g, 0).unwrap();
+        let s = n.run(&g, 0, None).unwrap();
         assert_eq!(s.signal, libc::SIGTRAP);
         assert_eq!(s.rip, CODE_ADDR + 4);
         assert_eq!(s.gpr[0], g[3]);
         // mov [rbx], al ; int3 with rbx just past the data area: #PF there.
         n.code_mut()[..3].copy_from_slice(&[0x88, 0x03, 0xcc]);
         g[3] = DATA_ADDR + DATA_LEN as u64;
-        let s = n.run(&g, 0).unwrap();
+        let s = n.run(&g, 0, None).unwrap();
         assert_eq!(s.signal, libc::SIGSEGV);
         assert_eq!(s.si_addr, g[3]);
         assert_eq!(s.rip, CODE_ADDR);
         // The child survives and keeps running cases; data written natively is visible here.
         g[3] = DATA_ADDR + 8;
         g[0] = 0x5a;
-        let s = n.run(&g, 0).unwrap();
+        let s = n.run(&g, 0, None).unwrap();
         assert_eq!(s.signal, libc::SIGTRAP);
         assert_eq!(n.data()[8], 0x5a);
         assert_eq!(n.restarts, 0);

@@ -4,7 +4,8 @@ use super::case::{Case, GPR_NAMES};
 use super::forms::{DF, STATUS};
 use super::host::{POLICY_FAMILY, POLICY_MODEL, POLICY_VENDOR};
 use super::outcome::{flag_names, Outcome};
-use super::run::{FailKind, Failure, Summary};
+use super::run::{FailKind, Failure, IsaStat, Summary};
+use super::simd::{f80_hex, fsw_text, mxcsr_text, ymm_hex};
 use std::fmt::Write;
 
 /// The exact command that re-runs one case.
@@ -37,6 +38,35 @@ pub fn initial_state(case: &Case) -> String {
             String::new()
         }
     );
+    if let Some(st) = &case.simd {
+        let _ = writeln!(
+            s,
+            "    mxcsr {}   fcw {:#06x}   fsw {}   ftw {:08b}{}",
+            mxcsr_text(st.mxcsr),
+            st.fcw,
+            fsw_text(st.fsw),
+            st.ftw,
+            if case.ignore_fsw != 0 {
+                format!("   fsw bits not compared: {:#06x}", case.ignore_fsw)
+            } else {
+                String::new()
+            }
+        );
+        for r in 0..16 {
+            let _ = write!(s, "    ymm{r:<2} {}", ymm_hex(&st.ymm[r]));
+            s.push(if r % 2 == 1 { '\n' } else { ' ' });
+        }
+        for p in 0..8 {
+            let _ = write!(
+                s,
+                "    R{p}{} {}",
+                if st.ftw & (1 << p) != 0 { "*" } else { " " },
+                f80_hex(&st.st[p])
+            );
+            s.push(if p % 4 == 3 { '\n' } else { ' ' });
+        }
+        let _ = writeln!(s, "    (R* = tagged valid; ST(0) = R{})", st.top());
+    }
     s
 }
 
@@ -132,6 +162,19 @@ pub fn summary_text(sum: &Summary) -> String {
     if sum.restarts > 0 {
         let _ = writeln!(s, "native child restarted {} times", sum.restarts);
     }
+    if sum.exhausted {
+        let _ = writeln!(
+            s,
+            "stopped early: every selected form was dropped as not implemented"
+        );
+    }
+    if sum.isa_stats.iter().any(|i| i.isa.is_simd()) {
+        let _ = writeln!(s, "host SIMD: {}", sum.host.simd_line());
+    }
+    let _ = writeln!(s, "coverage per ISA group:");
+    for i in &sum.isa_stats {
+        let _ = writeln!(s, "  {}", isa_line(i));
+    }
     if !sum.skipped.is_empty() {
         let _ = writeln!(s, "skipped forms:");
         for (f, why) in sum.skipped.iter().take(20) {
@@ -141,27 +184,76 @@ pub fn summary_text(sum: &Summary) -> String {
             let _ = writeln!(s, "  ... {} more (see the report)", sum.skipped.len() - 20);
         }
     }
+    if sum.approx > 0 {
+        let _ = writeln!(s, "{}", approx_line(sum));
+    }
     if sum.unimplemented > 0 {
         let _ = writeln!(
             s,
-            "interpreter '#UD not implemented' in {} cases; by instruction (iced code at the faulting RIP):",
-            sum.unimplemented
+            "interpreter '#UD not implemented' in {} cases ({} counted as failures{}); by instruction (iced code at the faulting RIP):",
+            sum.unimplemented,
+            sum.unimplemented_failing,
+            if sum.strict { ", --strict" } else { ": general-purpose forms only" }
         );
         let mut v: Vec<_> = sum.unimplemented_codes.iter().collect();
         v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let line: Vec<String> = v.iter().map(|(c, k)| format!("{c} {k}")).collect();
-        for chunk in line.chunks(6) {
+        const MAX_CODES: usize = 36;
+        for chunk in line[..line.len().min(MAX_CODES)].chunks(6) {
             let _ = writeln!(s, "  {}", chunk.join(", "));
+        }
+        if line.len() > MAX_CODES {
+            let _ = writeln!(
+                s,
+                "  ... {} more instructions (see --report)",
+                line.len() - MAX_CODES
+            );
         }
     }
     let _ = writeln!(
         s,
-        "{}: {} mismatches, {} not implemented in the interpreter",
+        "{}: {} mismatches, {} not implemented in the interpreter ({} failing)",
         if sum.ok() { "PASS" } else { "FAIL" },
         sum.mismatches,
-        sum.unimplemented
+        sum.unimplemented,
+        sum.unimplemented_failing
     );
     s
+}
+
+fn approx_line(sum: &Summary) -> String {
+    let mut per: Vec<String> = sum
+        .forms
+        .iter()
+        .filter(|f| f.approx > 0)
+        .map(|f| format!("{} {}", f.name, f.approx))
+        .collect();
+    per.sort();
+    format!(
+        "x87 transcendentals within {} ULP of the host (not mismatches): {} cases, largest distance {} ULP ({})",
+        super::outcome::APPROX_ULP,
+        sum.approx,
+        sum.approx_max_ulp,
+        per.join(", ")
+    )
+}
+
+/// One ISA group's coverage on one line.
+pub fn isa_line(i: &IsaStat) -> String {
+    format!(
+        "{:<7} forms {:>4}: run {:>4} (clean {:>4}, not implemented {:>4}, mismatching {:>3}), skipped: host lacks feature {:>3}, other {:>3} | cases {:>7}, mismatches {:>5}, not implemented {:>5}",
+        i.isa.name(),
+        i.forms,
+        i.run,
+        i.clean,
+        i.unimplemented_forms,
+        i.mismatching_forms,
+        i.skipped_host,
+        i.skipped_other,
+        i.cases,
+        i.mismatches,
+        i.unimplemented
+    )
 }
 
 /// The markdown report written to `--report PATH`.
@@ -182,25 +274,65 @@ pub fn markdown(sum: &Summary) -> String {
     );
     let _ = writeln!(
         s,
-        "- result: **{}** — {} mismatches, {} cases with `#UD not implemented` in the interpreter",
+        "- result: **{}** — {} mismatches, {} cases with `#UD not implemented` in the interpreter ({} counted as failures)",
         if sum.ok() { "PASS" } else { "FAIL" },
         sum.mismatches,
-        sum.unimplemented
+        sum.unimplemented,
+        sum.unimplemented_failing
     );
     if sum.restarts > 0 {
         let _ = writeln!(s, "- native child restarts: {}", sum.restarts);
     }
+    if sum.exhausted {
+        let _ = writeln!(
+            s,
+            "- stopped early: every selected form was dropped as not implemented"
+        );
+    }
+    let _ = writeln!(s, "- host SIMD features: {}", sum.host.simd_line());
+    if sum.approx > 0 {
+        let _ = writeln!(s, "- {}", approx_line(sum));
+    }
+    let _ = writeln!(s, "\n## Coverage per ISA group\n");
+    let _ = writeln!(
+        s,
+        "| group | forms | run | clean | not implemented | mismatching | skipped: host lacks feature | skipped: other | cases | mismatches | not-implemented cases |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for i in &sum.isa_stats {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            i.isa.name(),
+            i.forms,
+            i.run,
+            i.clean,
+            i.unimplemented_forms,
+            i.mismatching_forms,
+            i.skipped_host,
+            i.skipped_other,
+            i.cases,
+            i.mismatches,
+            i.unimplemented
+        );
+    }
     let _ = writeln!(s, "\n## Coverage per form\n");
     let _ = writeln!(
         s,
-        "| form | cases | mismatches | not implemented | native exceptions |"
+        "| form | group | cases | reached | mismatches | not implemented | native exceptions |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
     for f in &sum.forms {
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} |",
-            f.name, f.cases, f.mismatches, f.unimplemented, f.native_faults
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            f.name,
+            f.isa.name(),
+            f.cases,
+            f.reached,
+            f.mismatches,
+            f.unimplemented,
+            f.native_faults
         );
     }
     if !sum.unimplemented_codes.is_empty() {

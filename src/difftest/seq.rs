@@ -4,6 +4,7 @@
 
 use super::case::Case;
 use super::layout::{CODE_ADDR, MAX_CODE};
+use super::simd::SimdState;
 use iced_x86::{Encoder, Instruction, Register};
 
 /// One instruction of a group; branch and RIP-relative targets may point at the group's end.
@@ -50,6 +51,9 @@ pub struct GenCase {
     pub flags: u64,
     pub mem_seed: u64,
     pub ignore_flags: u64,
+    /// The initial SIMD/x87 state of a SIMD case.
+    pub simd: Option<Box<SimdState>>,
+    pub ignore_fsw: u16,
 }
 
 /// Where each group landed in the code.
@@ -74,6 +78,8 @@ impl GenCase {
                 flags: self.flags,
                 mem_seed: self.mem_seed,
                 ignore_flags: self.ignore_flags,
+                simd: self.simd.clone(),
+                ignore_fsw: self.ignore_fsw,
             },
             spans,
         ))

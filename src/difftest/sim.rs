@@ -1,11 +1,17 @@
 //! The interpreter side: a `TestMachine` whose page tables mirror the native child's address
 //! space (only the code page and the data pages are mapped, both user read/write/execute), so
 //! the same case runs at the same addresses and faults at the same addresses.
+//!
+//! Like Linux for the native child, the machine runs with CR4.OSXSAVE set and XCR0 = x87 | SSE
+//! | AVX (the model's CPUID stops at AVX2), so VEX instructions are enabled. SIMD cases load
+//! `CpuState::ymm`, `mxcsr` and `x87` (registers in physical order) before the run.
 
 use super::case::Case;
 use super::layout::{CODE_ADDR, CODE_LEN, DATA_ADDR, DATA_LEN};
 use super::native::{BASE_FLAGS, CASE_FLAGS};
 use super::outcome::{End, Outcome};
+use super::simd::SimdState;
+use lockstep_interp::state::{ctl, CpuState};
 use lockstep_interp::testkit::TestMachine;
 use lockstep_interp::{ExitReason, Fault};
 
@@ -52,6 +58,8 @@ impl InterpRunner {
             ram.write_u64(pte(PT_DATA, a), a | USER_RW_P).unwrap();
         }
         m.load(CODE_ADDR, &[0xcc; CODE_LEN]);
+        m.cpu.state.cr4 |= ctl::CR4_OSXSAVE;
+        m.cpu.state.xcr0 = 7;
         m.cpu.flush_caches();
         InterpRunner { m, prev_len: 0 }
     }
@@ -73,6 +81,9 @@ impl InterpRunner {
         st.gpr = case.gpr;
         st.rip = CODE_ADDR;
         st.rflags = BASE_FLAGS | (case.flags & CASE_FLAGS);
+        if let Some(s) = &case.simd {
+            load_simd(st, s);
+        }
         let exit = self.m.run(BUDGET);
         let st = &self.m.cpu.state;
         let mut o = Outcome {
@@ -80,6 +91,7 @@ impl InterpRunner {
             rip: st.rip,
             gpr: st.gpr,
             flags: st.rflags,
+            simd: case.simd.as_ref().map(|_| store_simd(st)),
             note: String::new(),
         };
         match exit.reason {
@@ -117,5 +129,42 @@ impl InterpRunner {
             ExitReason::Halt => o.end = End::Other("stopped at HLT".into()),
         }
         o
+    }
+}
+
+/// Put a case's SIMD/x87 state into the interpreter's CPU state (FOP/FIP/FDP as given).
+pub fn load_simd(st: &mut CpuState, s: &SimdState) {
+    st.ymm = s.ymm;
+    st.mxcsr = s.mxcsr;
+    let x = &mut st.x87;
+    for (r, v) in x.regs.iter_mut().zip(s.st.iter()) {
+        *r = [0; 16];
+        r[..10].copy_from_slice(v);
+    }
+    x.fcw = s.fcw;
+    x.fsw = s.fsw;
+    x.ftw = s.ftw;
+    x.fop = s.fop;
+    x.fip = s.fip;
+    x.fdp = s.fdp;
+}
+
+/// Read the interpreter's SIMD/x87 state.
+pub fn store_simd(st: &CpuState) -> SimdState {
+    let x = &st.x87;
+    let mut regs = [[0u8; 10]; 8];
+    for (r, v) in regs.iter_mut().zip(x.regs.iter()) {
+        r.copy_from_slice(&v[..10]);
+    }
+    SimdState {
+        ymm: st.ymm,
+        mxcsr: st.mxcsr,
+        fcw: x.fcw,
+        fsw: x.fsw,
+        ftw: x.ftw,
+        st: regs,
+        fop: x.fop,
+        fip: x.fip,
+        fdp: x.fdp,
     }
 }
