@@ -9,6 +9,11 @@ use iced_x86::{Code, Instruction};
 pub mod alu;
 pub mod atomic;
 pub mod avx_common;
+pub mod avx_int;
+pub mod avx_int2;
+pub mod avx_mov;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx_native;
 pub mod bit;
 pub mod bmi;
 pub mod control;
@@ -73,6 +78,9 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse_cmp::lookup(ins))
         .or_else(|| sse_cvt::lookup(ins))
         .or_else(|| sse_blend::lookup(ins))
+        .or_else(|| avx_mov::lookup(ins))
+        .or_else(|| avx_int::lookup(ins))
+        .or_else(|| avx_int2::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
