@@ -9,9 +9,13 @@ use iced_x86::{Code, Instruction};
 pub mod alu;
 pub mod atomic;
 pub mod avx_common;
+pub mod avx_cvt;
+pub mod avx_fp;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod f16c;
+pub mod fma;
 pub mod mmx;
 pub mod mov;
 pub mod muldiv;
@@ -73,6 +77,10 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse_cmp::lookup(ins))
         .or_else(|| sse_cvt::lookup(ins))
         .or_else(|| sse_blend::lookup(ins))
+        .or_else(|| avx_fp::lookup(ins))
+        .or_else(|| avx_cvt::lookup(ins))
+        .or_else(|| fma::lookup(ins))
+        .or_else(|| f16c::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
