@@ -11,6 +11,8 @@ pub mod atomic;
 pub mod avx_common;
 pub mod avx_cvt;
 pub mod avx_fp;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx_fp_native;
 pub mod bit;
 pub mod bmi;
 pub mod control;
