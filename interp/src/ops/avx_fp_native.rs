@@ -422,3 +422,132 @@ fn differential(seed: u64, scale: usize) -> u64 {
     assert!(report.is_empty(), "{}", report.join("\n"));
     runs
 }
+
+/// Hand-picked edges, each run natively and in the interpreter: (form, imm8, lane 0 of ymm0,
+/// ymm1, ymm2, MXCSR).
+#[test]
+fn boundary_cases_match_the_host_cpu() {
+    if !host_ok() {
+        return;
+    }
+    use Code::*;
+    const C: &[(Code, u32, u64, u64, u64, u32)] = &[
+        // inf * 0 + QNaN: the QNaN wins, no IE; inf * 0 + 1: IE.
+        (
+            VEX_Vfmadd231ss_xmm_xmm_xmmm32,
+            0,
+            0x7fc0_0001,
+            0x7f80_0000,
+            0,
+            0x1f80,
+        ),
+        (
+            VEX_Vfmadd231ss_xmm_xmm_xmmm32,
+            0,
+            0x3f80_0000,
+            0x7f80_0000,
+            0,
+            0x1f80,
+        ),
+        (
+            VEX_Vfmadd132sd_xmm_xmm_xmmm64,
+            0,
+            0,
+            0x7ff4_0000_0000_0000,
+            0x7ff8_0000_0000_0001,
+            0x1f80,
+        ),
+        // Tiny fused result under FTZ and DAZ, every rounding mode.
+        (
+            VEX_Vfmadd213ss_xmm_xmm_xmmm32,
+            0,
+            0x0080_0001,
+            0x3f00_0000,
+            0x8000_0001,
+            0x9f80,
+        ),
+        (
+            VEX_Vfmadd213ss_xmm_xmm_xmmm32,
+            0,
+            0x0080_0001,
+            0x3f00_0000,
+            0x8000_0001,
+            0x1fc0,
+        ),
+        (
+            VEX_Vfnmsub213ss_xmm_xmm_xmmm32,
+            0,
+            0x0080_0001,
+            0x3f00_0000,
+            0x8000_0001,
+            0x3f80,
+        ),
+        (
+            VEX_Vfmsub231sd_xmm_xmm_xmmm64,
+            0,
+            0x3ff0_0000_0000_0000,
+            0x3ff0_0000_0000_0000,
+            0x3ff0_0000_0000_0000,
+            0x3f80,
+        ),
+        // VCVTPS2PH: FTZ ignored, MXCSR.RC through imm[2], overflow per rounding.
+        (VEX_Vcvtps2ph_xmmm64_xmm_imm8, 0, 0, 0x3300_0001, 0, 0x9f80),
+        (VEX_Vcvtps2ph_xmmm64_xmm_imm8, 4, 0, 0x3300_0001, 0, 0x5f80),
+        (VEX_Vcvtps2ph_xmmm64_xmm_imm8, 3, 0, 0x4780_0000, 0, 0x1f80),
+        (VEX_Vcvtps2ph_xmmm64_xmm_imm8, 0, 0, 0x0000_0001, 0, 0x1f80),
+        (VEX_Vcvtps2ph_xmmm64_xmm_imm8, 0, 0, 0x0000_0001, 0, 0x1fc0),
+        // VCVTPH2PS: denormal halves under DAZ, SNaN.
+        (VEX_Vcvtph2ps_xmm_xmmm64, 0, 0, 0x0001, 0, 0x1fc0),
+        (VEX_Vcvtph2ps_xmm_xmmm64, 0, 0, 0x7c01, 0, 0x1f80),
+        // VEX compare predicates on denormals (DE) and QNaN.
+        (VEX_Vcmpss_xmm_xmm_xmmm32_imm8, 11, 0, 1, 0, 0x1f80),
+        (
+            VEX_Vcmpss_xmm_xmm_xmmm32_imm8,
+            15,
+            0,
+            1,
+            0x7fc0_0000,
+            0x1f80,
+        ),
+        (
+            VEX_Vcmpss_xmm_xmm_xmmm32_imm8,
+            31,
+            0,
+            1,
+            0x7fc0_0000,
+            0x1f80,
+        ),
+    ];
+    let mut m = TestMachine::new();
+    let mut report = Vec::new();
+    for &(code, imm, a, b, c, mxcsr) in C {
+        let ins = build(code, false, imm).unwrap();
+        let mut enc = Encoder::new(64);
+        enc.encode(&ins, CODE_BASE).unwrap();
+        let bytes = enc.take_buffer();
+        let native = Native::new(&bytes);
+        m.load(CODE_BASE, &bytes);
+        let frame = Frame {
+            ymm: [[a as u128, 0], [b as u128, 0], [c as u128, 0], [0, 0]],
+            rax: 0,
+            rcx: 0,
+            mxcsr,
+            host_mxcsr: 0,
+            rflags: 0,
+        };
+        let mem = Mem([0; MEM_LEN]);
+        let (mut nf, mut nm) = (frame, mem);
+        native.run(&mut nf, &mut nm, 0);
+        nf.host_mxcsr = 0;
+        nf.rflags &= flags::STATUS;
+        let (mut ef, mut em) = (frame, mem);
+        emulate(&mut m, &mut ef, &mut em, 0);
+        if nf != ef {
+            report.push(format!(
+                "{ins} imm {imm} mxcsr {mxcsr:#x}: native {:x?} mxcsr {:#x}, interp {:x?} mxcsr {:#x}",
+                nf.ymm[0], nf.mxcsr, ef.ymm[0], ef.mxcsr
+            ));
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}

@@ -80,7 +80,7 @@ fn signs(k: u8, i: usize) -> (bool, bool) {
         NMADD => (true, false),
         NMSUB => (true, true),
         // FMADDSUB: even lanes subtract, odd lanes add; FMSUBADD the reverse.
-        MADDSUB => (false, i % 2 == 0),
+        MADDSUB => (false, i.is_multiple_of(2)),
         _ => (false, i % 2 == 1),
     }
 }
