@@ -11,6 +11,8 @@
 
 pub mod approx;
 pub mod cvt;
+pub mod f16;
+pub mod fma;
 pub mod sse;
 
 use rustc_apfloat::ieee::{Double, Quad, Single};

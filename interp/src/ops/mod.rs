@@ -9,6 +9,10 @@ use iced_x86::{Code, Instruction};
 pub mod alu;
 pub mod atomic;
 pub mod avx_common;
+pub mod avx_cvt;
+pub mod avx_fp;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx_fp_native;
 pub mod avx_int;
 pub mod avx_int2;
 pub mod avx_mov;
@@ -17,6 +21,8 @@ mod avx_native;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod f16c;
+pub mod fma;
 pub mod mmx;
 pub mod mov;
 pub mod muldiv;
@@ -81,6 +87,10 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| avx_mov::lookup(ins))
         .or_else(|| avx_int::lookup(ins))
         .or_else(|| avx_int2::lookup(ins))
+        .or_else(|| avx_fp::lookup(ins))
+        .or_else(|| avx_cvt::lookup(ins))
+        .or_else(|| fma::lookup(ins))
+        .or_else(|| f16c::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
