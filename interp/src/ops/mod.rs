@@ -9,6 +9,10 @@ use iced_x86::{Code, Instruction};
 pub mod alu;
 pub mod atomic;
 pub mod avx_common;
+pub mod avx_gather;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx_native;
+pub mod avx_perm;
 pub mod bit;
 pub mod bmi;
 pub mod control;
@@ -54,6 +58,7 @@ mod x87_native;
 #[cfg(test)]
 mod x87_tests;
 pub mod x87_trans;
+pub mod xsave;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
@@ -73,6 +78,9 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse_cmp::lookup(ins))
         .or_else(|| sse_cvt::lookup(ins))
         .or_else(|| sse_blend::lookup(ins))
+        .or_else(|| avx_perm::lookup(ins))
+        .or_else(|| avx_gather::lookup(ins))
+        .or_else(|| xsave::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
