@@ -58,7 +58,6 @@ mod x87_native;
 #[cfg(test)]
 mod x87_tests;
 pub mod x87_trans;
-pub mod xsave;
 
 /// The handler for a decoded instruction.
 pub fn lookup(ins: &Instruction) -> Handler {
@@ -80,7 +79,6 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| sse_blend::lookup(ins))
         .or_else(|| avx_perm::lookup(ins))
         .or_else(|| avx_gather::lookup(ins))
-        .or_else(|| xsave::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
