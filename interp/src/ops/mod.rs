@@ -13,11 +13,15 @@ pub mod avx_cvt;
 pub mod avx_fp;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod avx_fp_native;
+pub mod avx_gather;
 pub mod avx_int;
 pub mod avx_int2;
 pub mod avx_mov;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod avx_native;
+pub mod avx_perm;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx_perm_native;
 pub mod bit;
 pub mod bmi;
 pub mod control;
@@ -91,6 +95,8 @@ pub fn lookup(ins: &Instruction) -> Handler {
         .or_else(|| avx_cvt::lookup(ins))
         .or_else(|| fma::lookup(ins))
         .or_else(|| f16c::lookup(ins))
+        .or_else(|| avx_perm::lookup(ins))
+        .or_else(|| avx_gather::lookup(ins))
         .or_else(|| alu::lookup(ins))
         .or_else(|| shift::lookup(ins))
         .or_else(|| shift_double::lookup(ins))
