@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds every program here in every variant the tests use, into OUTDIR (default
-# target/programs): <name>-glibc-O0, -glibc-O2, -glibc-O2pie (static-pie), -musl-O0, -musl-O2.
+# target/programs): <name>-glibc-O0, -glibc-O2, -glibc-O2pie (static-pie), -musl-O0, -musl-O2
+# (always with -lm; the extra -O3/-O3v3 variants some programs have are not built here).
 # Usage: tests/programs/build.sh [OUTDIR] [NAME...]
 # The test (tests/programs.rs) and `lockstep bench` build on their own; this script is for
 # looking at the binaries by hand (objdump, running them under qemu-x86_64 or lockstep user).
