@@ -16,10 +16,10 @@ flags="-std=gnu11 -Wall -Wextra"
 jobs=$(nproc 2>/dev/null || echo 2)
 for n in $names; do
     src=$here/$n.c
-    echo "gcc -static -O0 $flags -o $out/$n-glibc-O0 $src"
-    echo "gcc -static -O2 $flags -o $out/$n-glibc-O2 $src"
-    echo "gcc -static-pie -fPIE -O2 $flags -o $out/$n-glibc-O2pie $src"
-    echo "musl-gcc -static -O0 $flags -o $out/$n-musl-O0 $src"
-    echo "musl-gcc -static -O2 $flags -o $out/$n-musl-O2 $src"
+    echo "gcc -static -O0 $flags -o $out/$n-glibc-O0 $src -lm"
+    echo "gcc -static -O2 $flags -o $out/$n-glibc-O2 $src -lm"
+    echo "gcc -static-pie -fPIE -O2 $flags -o $out/$n-glibc-O2pie $src -lm"
+    echo "musl-gcc -static -O0 $flags -o $out/$n-musl-O0 $src -lm"
+    echo "musl-gcc -static -O2 $flags -o $out/$n-musl-O2 $src -lm"
 done | xargs -P "$jobs" -I{} sh -c '{}'
 echo "built into $out"
