@@ -11,8 +11,15 @@
 //!
 //! Needs gcc and musl-gcc (Debian: apt-get install -y musl-tools); without musl-gcc the tests
 //! fail and say so instead of skipping.
+//!
+//! Some programs add variants (programs::Program::extra_variants). The `-O3v3` ones
+//! (-march=x86-64-v3) execute AVX2/FMA unconditionally: they run natively only on a host with
+//! AVX2 and FMA, and under lockstep only once the interpreter advertises AVX2 in CPUID leaf 7;
+//! until then they are skipped with a note. Their goldens start from native runs
+//! (`LOCKSTEP_BLESS=native`, retired/hash `-`) and get retired/hash from `LOCKSTEP_BLESS=1`
+//! once lockstep runs them.
 
-use lockstep::bench::programs::{self, Binary, Libc, PROGRAMS};
+use lockstep::bench::programs::{self, Binary, Libc, SameOutput, PROGRAMS};
 use lockstep::bench::run::{self, Exit, Guest, Output, Stats};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -62,7 +69,7 @@ fn golden_path(id: &str) -> PathBuf {
 
 static TOOLCHAIN: OnceLock<String> = OnceLock::new();
 static BUILT: OnceLock<Result<Vec<Binary>, String>> = OnceLock::new();
-static NATIVE: OnceLock<Vec<Result<Output, String>>> = OnceLock::new();
+static NATIVE: OnceLock<Vec<Option<Result<Output, String>>>> = OnceLock::new();
 
 fn toolchain() -> &'static str {
     TOOLCHAIN.get_or_init(programs::toolchain_description)
@@ -78,7 +85,7 @@ fn binaries() -> &'static [Binary] {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let jobs: Vec<_> = PROGRAMS
             .iter()
-            .flat_map(|p| programs::VARIANTS.iter().map(move |&v| (p, v)))
+            .flat_map(|p| programs::variants_of(p).into_iter().map(move |v| (p, v)))
             .collect();
         let start = Instant::now();
         let bins = programs::build_all(&jobs, &dir, toolchain(), programs::default_threads())?;
@@ -100,12 +107,33 @@ fn guest(b: &Binary) -> Guest {
     Guest::new(&b.path, b.program.test_args)
 }
 
-/// Native results, in the order of `binaries()`.
-fn native_results() -> &'static [Result<Output, String>] {
+/// Whether the interpreter advertises AVX2 (CPUID.(EAX=7,ECX=0):EBX bit 5).
+fn interp_has_avx2() -> bool {
+    lockstep_interp::cpuid::query(7, 0, 0).ebx & (1 << 5) != 0
+}
+
+/// Why `b` is not run natively on this host, if it is not.
+fn native_skip(b: &Binary) -> Option<&'static str> {
+    let host_ok = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+    (b.variant.opt.needs_avx2() && !host_ok).then_some("needs AVX2 and FMA, which this host lacks")
+}
+
+/// Why `b` is not run under lockstep, if it is not.
+fn lockstep_skip(b: &Binary) -> Option<&'static str> {
+    native_skip(b).or_else(|| {
+        (b.variant.opt.needs_avx2() && !interp_has_avx2())
+            .then_some("needs AVX2, which the interpreter does not advertise in CPUID yet")
+    })
+}
+
+/// Native results, in the order of `binaries()` (`None`: skipped, see `native_skip`).
+fn native_results() -> &'static [Option<Result<Output, String>>] {
     NATIVE.get_or_init(|| {
         let bins = binaries();
         programs::parallel_map(bins, programs::default_threads() * 2, |b| {
-            run::run_native(&guest(b), NATIVE_TIMEOUT).map_err(|e| format!("cannot run: {e}"))
+            native_skip(b).is_none().then(|| {
+                run::run_native(&guest(b), NATIVE_TIMEOUT).map_err(|e| format!("cannot run: {e}"))
+            })
         })
     })
 }
@@ -353,8 +381,16 @@ fn native_runs_are_correct() {
     let mut failures = Vec::new();
     for (b, native) in bins.iter().zip(natives) {
         let out = match native {
-            Ok(o) => o,
-            Err(e) => {
+            None => {
+                println!(
+                    "{}: not run natively: {}",
+                    b.id,
+                    native_skip(b).unwrap_or("?")
+                );
+                continue;
+            }
+            Some(Ok(o)) => o,
+            Some(Err(e)) => {
                 failures.push(format!("{}: {e}", b.id));
                 continue;
             }
@@ -377,12 +413,16 @@ fn native_runs_are_correct() {
                 indent(&tail(&out.stdout, 20))
             );
         }
-        // Every variant of a program must print what the first variant printed.
+        // Every variant of a program must print what its first variant printed (for
+        // SameOutput::PerLibc: the first variant with the same C library).
         let first = bins
             .iter()
-            .position(|x| std::ptr::eq(x.program, b.program))
+            .position(|x| {
+                std::ptr::eq(x.program, b.program)
+                    && (b.program.output == SameOutput::All || x.variant.libc == b.variant.libc)
+            })
             .expect("present");
-        if let Ok(first_out) = &natives[first] {
+        if let Some(Ok(first_out)) = &natives[first] {
             if first_out.stdout != out.stdout {
                 let _ = writeln!(
                     problems,
@@ -613,16 +653,23 @@ fn lockstep_matches_native_and_goldens() {
     let bins = binaries();
     let natives = native_results();
     let start = Instant::now();
-    let runs = programs::parallel_map(bins, programs::default_threads(), |b| run_lockstep(b, "1"));
+    let runs = programs::parallel_map(bins, programs::default_threads(), |b| {
+        lockstep_skip(b).is_none().then(|| run_lockstep(b, "1"))
+    });
     let elapsed = start.elapsed();
     let mut failures = Vec::new();
     let mut summary = String::new();
     let mut total_retired = 0u64;
     for ((b, native), run) in bins.iter().zip(natives).zip(&runs) {
         let problems = match (native, run) {
-            (Err(e), _) => format!("native run: {e}\n"),
-            (_, Err(e)) => format!("{e}\n"),
-            (Ok(native), Ok(run)) => {
+            (_, None) | (None, _) => {
+                let why = lockstep_skip(b).unwrap_or("?");
+                let _ = writeln!(summary, "{:<24} skipped: {why}", b.id);
+                continue;
+            }
+            (Some(Err(e)), _) => format!("native run: {e}\n"),
+            (_, Some(Err(e))) => format!("{e}\n"),
+            (Some(Ok(native)), Some(Ok(run))) => {
                 if let Ok(s) = &run.stats {
                     total_retired += s.retired;
                     let _ = writeln!(

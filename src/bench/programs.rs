@@ -2,8 +2,10 @@
 //! shared by `tests/programs.rs` and `lockstep bench`.
 //!
 //! Every program is built in five variants: glibc and musl, each at -O0 and -O2, plus a
-//! glibc -O2 `-static-pie` build. A binary is named `<program>-<libc>-<opt>`, e.g.
-//! `sort-musl-O2`; its golden file is `goldens/programs/<program>-<libc>-<opt>.golden`.
+//! glibc -O2 `-static-pie` build; a program may add more (`extra_variants`: -O3, and
+//! -O3 -march=x86-64-v3, whose binaries run AVX2/FMA unconditionally). A binary is named
+//! `<program>-<libc>-<opt>`, e.g. `sort-musl-O2`; its golden file is
+//! `goldens/programs/<program>-<libc>-<opt>.golden`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,19 +25,57 @@ pub struct Program {
     pub test_exit: i32,
     /// Arguments for `lockstep bench` (bigger inputs); `None`: not a benchmark.
     pub bench_args: Option<&'static [&'static str]>,
+    /// Linked with `-lm`.
+    pub libm: bool,
+    /// Which variants must print the same bytes.
+    pub output: SameOutput,
+    /// Variants built for this program in addition to `VARIANTS`.
+    pub extra_variants: &'static [Variant],
+}
+
+/// Which binaries of one program must print the same stdout (each binary is always compared
+/// with its own native run too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SameOutput {
+    /// Every variant.
+    All,
+    /// Variants linked with the same C library (glibc and musl format `%La` differently, and
+    /// their libm functions may round differently).
+    PerLibc,
 }
 
 macro_rules! program {
     ($name:literal, $test_args:expr, $exit:expr, $bench:expr) => {
+        program!($name, $test_args, $exit, $bench; false, SameOutput::All, &[])
+    };
+    ($name:literal, $test_args:expr, $exit:expr, $bench:expr; $libm:expr, $output:expr, $extra:expr) => {
         Program {
             name: $name,
             source: include_str!(concat!("../../tests/programs/", $name, ".c")),
             test_args: $test_args,
             test_exit: $exit,
             bench_args: $bench,
+            libm: $libm,
+            output: $output,
+            extra_variants: $extra,
         }
     };
 }
+
+const GLIBC_O3: Variant = Variant {
+    libc: Libc::Glibc,
+    opt: Opt::O3,
+};
+const MUSL_O3: Variant = Variant {
+    libc: Libc::Musl,
+    opt: Opt::O3,
+};
+const GLIBC_O3V3: Variant = Variant {
+    libc: Libc::Glibc,
+    opt: Opt::O3V3,
+};
+/// For loops the compiler vectorises: -O3 with SSE2, and -O3 with AVX2/FMA.
+const VECTOR_VARIANTS: &[Variant] = &[GLIBC_O3, MUSL_O3, GLIBC_O3V3];
 
 /// Every program in tests/programs/ (the test checks that this list matches the directory).
 pub static PROGRAMS: &[Program] = &[
@@ -53,7 +93,20 @@ pub static PROGRAMS: &[Program] = &[
     program!("bf", &[], 0, Some(&["255"])),
     program!("heap", &[], 0, Some(&["200000"])),
     program!("entropy", &[], 0, None),
+    program!("fpmath", &[], 0, Some(&["2000000"]); true, SameOutput::All, &[GLIBC_O3V3]),
+    program!("ldouble", &[], 0, Some(&["1000000"]); true, SameOutput::PerLibc, &[]),
+    program!("libm", &[], 0, Some(&["2000"]); true, SameOutput::PerLibc, &[GLIBC_O3V3]),
+    program!("matrix", &[], 0, Some(&["200"]); true, SameOutput::All, VECTOR_VARIANTS),
+    program!("mandel", &[], 0, Some(&["400"]); false, SameOutput::All, &[GLIBC_O3V3]),
+    program!("vecint", &[], 0, None; false, SameOutput::All, VECTOR_VARIANTS),
 ];
+
+/// Every variant `program` is built in: `VARIANTS`, then its extra variants.
+pub fn variants_of(program: &Program) -> Vec<Variant> {
+    let mut v = VARIANTS.to_vec();
+    v.extend_from_slice(program.extra_variants);
+    v
+}
 
 /// Looks a program up by name.
 pub fn find(name: &str) -> Option<&'static Program> {
@@ -91,6 +144,11 @@ pub enum Opt {
     O2,
     /// -O2, linked with -static-pie (relocates itself at start-up).
     O2Pie,
+    /// -O3 (more vectorisation, still SSE2 only).
+    O3,
+    /// -O3 -march=x86-64-v3: AVX, AVX2, FMA, BMI1/2 used without any CPUID check, so these
+    /// binaries run only on CPUs (and interpreters) that advertise AVX2.
+    O3V3,
 }
 
 impl Opt {
@@ -99,7 +157,14 @@ impl Opt {
             Opt::O0 => "O0",
             Opt::O2 => "O2",
             Opt::O2Pie => "O2pie",
+            Opt::O3 => "O3",
+            Opt::O3V3 => "O3v3",
         }
+    }
+
+    /// Whether the binaries execute AVX2/FMA instructions unconditionally.
+    pub fn needs_avx2(self) -> bool {
+        self == Opt::O3V3
     }
 
     fn flags(self) -> &'static [&'static str] {
@@ -107,6 +172,8 @@ impl Opt {
             Opt::O0 => &["-static", "-O0"],
             Opt::O2 => &["-static", "-O2"],
             Opt::O2Pie => &["-static-pie", "-fPIE", "-O2"],
+            Opt::O3 => &["-static", "-O3"],
+            Opt::O3V3 => &["-static", "-O3", "-march=x86-64-v3"],
         }
     }
 }
@@ -153,12 +220,15 @@ impl Variant {
 const COMMON_FLAGS: &[&str] = &["-std=gnu11", "-Wall", "-Wextra"];
 
 /// The argument vector of a compile (without the compiler itself).
-pub fn compile_args(variant: Variant, src: &Path, out: &Path) -> Vec<String> {
+pub fn compile_args(program: &Program, variant: Variant, src: &Path, out: &Path) -> Vec<String> {
     let mut args: Vec<String> = variant.opt.flags().iter().map(|s| s.to_string()).collect();
     args.extend(COMMON_FLAGS.iter().map(|s| s.to_string()));
     args.push("-o".into());
     args.push(out.display().to_string());
     args.push(src.display().to_string());
+    if program.libm {
+        args.push("-lm".into());
+    }
     args
 }
 
@@ -282,7 +352,7 @@ pub fn build(
     }
     let out = dir.join(&id);
     let cc = variant.libc.compiler();
-    let args = compile_args(variant, &src, &out);
+    let args = compile_args(program, variant, &src, &out);
     let stamp_text = format!(
         "{:016x}\n",
         fnv64(&[
@@ -304,7 +374,7 @@ pub fn build(
     }
     let tmp_out = dir.join(format!("{id}.tmp"));
     let result = Command::new(cc)
-        .args(compile_args(variant, &src, &tmp_out))
+        .args(compile_args(program, variant, &src, &tmp_out))
         .output()
         .map_err(|e| format!("{id}: cannot run {cc}: {e}"))?;
     if !result.status.success() {
