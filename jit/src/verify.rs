@@ -7,12 +7,14 @@
 //! the retired count, the RDRAND stream and every written byte. The interpreter's result is
 //! kept. While verifying, the TLB caches no write translations, so every store (also the
 //! JIT's inline fast path, which then always misses) goes through the logged slow path; the
-//! code the JIT emits is the same as without `--verify`.
+//! code the JIT emits is the same as without `--verify`. Each block is decoded before the
+//! snapshot, so decoding's side effects (accessed bits set by the fetch walk) are outside the
+//! comparison.
 
 use crate::engine::{Jit, JitConfig};
 use iced_x86::{Formatter, IntelFormatter};
 use lockstep_interp::state::CpuState;
-use lockstep_interp::{Bus, Cpu, Engine, Exit, ExitReason, Fault, GuestRam, Interpreter};
+use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, Fault, GuestRam, Interpreter};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -93,6 +95,10 @@ impl Verify {
         bus: &mut dyn Bus,
         remaining: u64,
     ) -> Result<ExitReason, Divergence> {
+        // Decode the block first, outside the comparison: decoding has side effects (the page
+        // walk of a straddling instruction's second page sets accessed bits) that only the
+        // first of the two runs would otherwise have. A fault here is met again by both runs.
+        let _ = Ctx::new(cpu, ram, bus).block_at_rip();
         let s0 = cpu.state.clone();
         let r0 = cpu.retired;
         let rng0 = cpu.rng.clone();
@@ -148,6 +154,17 @@ impl Verify {
         }
         diff_memory(&log_j, &new_j, &log_i, ram, &mut diffs);
         if !diffs.is_empty() {
+            diffs.push(format!("(exits: jit {ej:?}, interpreter {ei:?})"));
+            if std::env::var_os("LOCKSTEP_VERIFY_DEBUG").is_some() {
+                let ranges = |l: &[(u64, Vec<u8>)]| {
+                    l.iter()
+                        .map(|(a, o)| format!("{a:#x}+{} old={o:02x?}", o.len()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                diffs.push(format!("jit writes: {}", ranges(&log_j)));
+                diffs.push(format!("interpreter writes: {}", ranges(&log_i)));
+            }
             return Err(self.report(&s0, r0, &d, &diffs));
         }
         Ok(ei.reason)
