@@ -30,7 +30,7 @@ fn sum_loop() -> Vec<u8> {
 #[test]
 fn loop_matches_interpreter() {
     let code = sum_loop();
-    let (m, jit) = compare(&code, &[100_000], eager_config(), &|_| {});
+    let (m, jit, _) = compare(&code, &[100_000], eager_config(), &|_| {});
     assert_eq!(m.gpr(reg::RAX), 500_500);
     assert!(jit.stats.compiled_runs > 900, "{:?}", jit.stats);
     assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
@@ -40,7 +40,7 @@ fn loop_matches_interpreter() {
 fn budget_slices_stop_exactly() {
     let code = sum_loop();
     let slices: Vec<u64> = (0..400).map(|i| 1 + (i * 7919) % 23).collect();
-    let (_, jit) = compare(&code, &slices, eager_config(), &|_| {});
+    let (_, jit, _) = compare(&code, &slices, eager_config(), &|_| {});
     assert!(jit.stats.compiled_runs > 0);
 }
 
@@ -51,7 +51,7 @@ fn trampoline_only_matches_interpreter() {
         native: false,
         ..eager_config()
     };
-    let (m, jit) = compare(&code, &[100_000], cfg, &|_| {});
+    let (m, jit, _) = compare(&code, &[100_000], cfg, &|_| {});
     assert_eq!(m.gpr(reg::RAX), 500_500);
     assert_eq!(jit.stats.native_insns, 0);
 }
@@ -80,7 +80,7 @@ fn calls_push_pop_and_faults() {
         a.setz(al)?;
         a.ret()
     });
-    let (m, _) = compare(&code, &[1_000], eager_config(), &|_| {});
+    let (m, _, _) = compare(&code, &[1_000], eager_config(), &|_| {});
     assert!(matches!(
         m.cpu.state.rip,
         _ if m.cpu.state.rip > lockstep_interp::testkit::CODE_BASE

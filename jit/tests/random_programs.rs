@@ -182,7 +182,7 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             let i = g.reg(8);
             let scale = g.pick(&[1, 2, 4, 8]);
             let disp = (g.rng.next_u64() as i32 >> g.below(31)) as i64;
-            let m = MemoryOperand::new(b, i, scale, disp, 4, false, Register::None);
+            let m = MemoryOperand::new(b, i, scale, disp, 8, false, Register::None);
             let c = if g.chance(70) {
                 Code::Lea_r64_m
             } else {
@@ -196,7 +196,8 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             Instruction::with2(c, d, m).ok()
         }
         12 => {
-            let dst = g.reg(g.pick(&[2, 4, 8]));
+            let dsize = g.pick(&[2, 4, 8]);
+            let dst = g.reg(dsize);
             let ds = sfx(dst.size() as u8);
             let src_size = if dst.size() == 2 { 1 } else { g.pick(&[1, 2]) };
             let zx = if g.chance(50) { "Movzx" } else { "Movsx" };
@@ -317,7 +318,7 @@ fn program(seed: u64) -> (Vec<u8>, String) {
             let m = MemoryOperand::with_base_displ(Register::R15, g.below(0x800) as i64);
             insns[i] = Instruction::with2(Code::Lea_r64_m, Register::RDI, m).unwrap();
             if i + 1 < n_main {
-                insns[i + 1] = Instruction::with_rep_stosb(64);
+                insns[i + 1] = Instruction::with_rep_stosb(64).expect("rep stosb");
             }
         }
     }
@@ -339,7 +340,16 @@ fn program(seed: u64) -> (Vec<u8>, String) {
     (enc.code_buffer, listing)
 }
 
-fn run_case(seed: u64) {
+/// Totals over all cases (to see that the programs do run, compiled).
+#[derive(Default, Debug)]
+struct Totals {
+    retired: u64,
+    compiled_runs: u64,
+    native_insns: u64,
+    exits: std::collections::BTreeMap<String, u64>,
+}
+
+fn run_case(seed: u64, totals: &mut Totals) {
     let (code_bytes, listing) = program(seed);
     let mut g = Gen {
         rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed),
@@ -376,11 +386,21 @@ fn run_case(seed: u64) {
         compare(&code_bytes, &slices, config.clone(), &setup)
     }));
     match r {
-        Ok((_, jit)) => assert_eq!(
-            jit.stats.compile_errors, 0,
-            "seed {seed}: {:?}",
-            jit.stats.last_error
-        ),
+        Ok((m, jit, exit)) => {
+            assert_eq!(
+                jit.stats.compile_errors, 0,
+                "seed {seed}: {:?}",
+                jit.stats.last_error
+            );
+            totals.retired += m.cpu.retired;
+            totals.compiled_runs += jit.stats.compiled_runs;
+            totals.native_insns += jit.stats.native_insns;
+            let key = match exit.reason {
+                lockstep_interp::ExitReason::Exception(f) => f.mnemonic().to_string(),
+                r => format!("{r:?}"),
+            };
+            *totals.exits.entry(key).or_default() += 1;
+        }
         Err(e) => {
             let msg = e
                 .downcast_ref::<String>()
@@ -397,8 +417,12 @@ fn run_case(seed: u64) {
 
 #[test]
 fn random_programs_match_interpreter() {
+    let mut totals = Totals::default();
     if let Ok(s) = std::env::var("LOCKSTEP_JIT_CASE") {
-        run_case(s.parse().expect("LOCKSTEP_JIT_CASE is a number"));
+        run_case(
+            s.parse().expect("LOCKSTEP_JIT_CASE is a number"),
+            &mut totals,
+        );
         return;
     }
     let cases: u64 = std::env::var("LOCKSTEP_JIT_CASES")
@@ -406,6 +430,11 @@ fn random_programs_match_interpreter() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
     for seed in 0..cases {
-        run_case(seed);
+        run_case(seed, &mut totals);
     }
+    eprintln!("{totals:?}");
+    assert!(
+        totals.compiled_runs > cases * 20,
+        "the programs hardly ran compiled code: {totals:?}"
+    );
 }

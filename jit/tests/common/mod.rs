@@ -36,10 +36,14 @@ pub fn compare(
     slices: &[u64],
     config: JitConfig,
     setup: &dyn Fn(&mut TestMachine),
-) -> (TestMachine, Jit) {
+) -> (TestMachine, Jit, Exit) {
     let mut a = machine(code, setup);
     let mut b = machine(code, setup);
     let mut jit = Jit::new(config);
+    let mut last = Exit {
+        retired: 0,
+        reason: lockstep_interp::ExitReason::Budget,
+    };
     for (n, &s) in slices.iter().enumerate() {
         let ea: Exit = a.run(s);
         let eb: Exit = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, s);
@@ -59,9 +63,10 @@ pub fn compare(
                 );
             }
         }
+        last = ea;
         if ea.reason != lockstep_interp::ExitReason::Budget {
             break;
         }
     }
-    (b, jit)
+    (b, jit, last)
 }
