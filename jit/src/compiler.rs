@@ -33,15 +33,16 @@ pub struct Compiler {
     next: u64,
     /// Functions defined in the current module.
     pub in_module: usize,
+    opt_level: &'static str,
 }
 
-fn make_module() -> JITModule {
+fn make_module(opt_level: &str) -> JITModule {
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
             .unwrap_or_else(|e| panic!("cranelift flag {k}={v}: {e}"))
     };
-    set(&mut flags, "opt_level", "speed");
+    set(&mut flags, "opt_level", opt_level);
     set(&mut flags, "preserve_frame_pointers", "true");
     set(&mut flags, "use_colocated_libcalls", "false");
     set(&mut flags, "is_pic", "false");
@@ -67,7 +68,12 @@ impl Default for Compiler {
 
 impl Compiler {
     pub fn new() -> Self {
-        let module = make_module();
+        Self::with_opt_level("speed")
+    }
+
+    /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size").
+    pub fn with_opt_level(opt_level: &'static str) -> Self {
+        let module = make_module(opt_level);
         let cc = module.isa().default_call_conv();
         let ctx = module.make_context();
         Compiler {
@@ -78,6 +84,7 @@ impl Compiler {
             fctx: FunctionBuilderContext::new(),
             next: 0,
             in_module: 0,
+            opt_level,
         }
     }
 
@@ -157,7 +164,7 @@ impl Compiler {
             // before resetting, and no compiled code is running (we are in the dispatcher).
             unsafe { m.free_memory() };
         }
-        self.module = Some(make_module());
+        self.module = Some(make_module(self.opt_level));
         self.in_module = 0;
     }
 }

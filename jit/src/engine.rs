@@ -29,6 +29,9 @@ pub struct JitConfig {
     pub keep_ir: bool,
     /// Lower the core subset natively; `false` sends every instruction through the trampoline.
     pub native: bool,
+    /// Cranelift optimisation level: "none", "speed" or "speed_and_size". Host-side tuning
+    /// only (the emitted code's guest-visible behaviour is the same).
+    pub opt_level: &'static str,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -43,6 +46,7 @@ impl Default for JitConfig {
             batch: 16,
             keep_ir: false,
             native: true,
+            opt_level: "speed",
             test_corrupt_rax: false,
         }
     }
@@ -91,8 +95,9 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} us/block={us:.1} code={}KiB native={native:.1}% compiled-runs={pct:.1}% flushes={} errors={}",
+            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB native={native:.1}% compiled-runs={pct:.1}% flushes={} errors={}",
             self.compiled,
+            self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
             self.flushes,
             self.compile_errors
@@ -142,11 +147,21 @@ pub struct Dispatched {
 }
 
 impl Jit {
-    pub fn new(config: JitConfig) -> Self {
+    /// A JIT with `config`. The environment variable `LOCKSTEP_JIT_OPT` (none, speed,
+    /// speed_and_size) overrides `config.opt_level` (host-side tuning for measurements).
+    pub fn new(mut config: JitConfig) -> Self {
+        if let Some(o) = std::env::var_os("LOCKSTEP_JIT_OPT") {
+            config.opt_level = match o.to_str() {
+                Some("none") => "none",
+                Some("speed_and_size") => "speed_and_size",
+                _ => "speed",
+            };
+        }
+        let opt_level = config.opt_level;
         Jit {
             config,
             cache: FixedMap::default(),
-            compiler: Compiler::new(),
+            compiler: Compiler::with_opt_level(opt_level),
             pending: Vec::new(),
             stats: JitStats::default(),
         }
@@ -210,7 +225,21 @@ impl Jit {
             }
         };
         let key = BlockKey { phys, rip, bitness };
-        let valid = self.cache.get(&key).is_some_and(|e| e.block.valid(ctx.ram));
+        // The common case (a valid entry that needs no tier change) costs one map lookup.
+        let threshold = self.config.threshold;
+        let mut due = true;
+        let valid = match self.cache.get_mut(&key) {
+            Some(e) if e.block.valid(ctx.ram) => {
+                if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
+                    || (matches!(e.tier, Tier::Cold) && e.count.saturating_add(1) < threshold)
+                {
+                    e.count = e.count.saturating_add(1);
+                    due = false;
+                }
+                true
+            }
+            _ => false,
+        };
         if !valid {
             let block = match ctx.block_at_rip() {
                 Ok(b) => b,
@@ -237,7 +266,9 @@ impl Jit {
         }
         // A code write noticed before this block is already reflected in the lookup above.
         ctx.cpu.smc = false;
-        self.promote(&key);
+        if due {
+            self.promote(&key);
+        }
         let e = self.cache.get_mut(&key).expect("entry just ensured");
         let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
         if let Tier::Ready(f) = e.tier {
@@ -355,6 +386,16 @@ impl Engine for Jit {
         Exit {
             retired: ctx.cpu.retired - start,
             reason,
+        }
+    }
+}
+
+impl Drop for Jit {
+    /// `LOCKSTEP_JIT_STATS=1` prints the JIT's statistics to stderr when the engine ends
+    /// (host-side diagnostics only; nothing guest-visible depends on it).
+    fn drop(&mut self) {
+        if std::env::var_os("LOCKSTEP_JIT_STATS").is_some() {
+            eprintln!("{}", self.stats.summary());
         }
     }
 }

@@ -77,15 +77,14 @@ pub unsafe extern "C" fn store(frame: *mut Frame, lin: u64, info: u64, val: u64)
     }
 }
 
-/// Raise a fault decided by compiled code (`kind` 0: #GP(0), a non-canonical branch target).
+/// Raise a fault decided by compiled code. `kind` 0 is #GP(0) (a non-canonical branch
+/// target), the only kind so far.
 ///
 /// # Safety
 /// `frame` is the live frame of the current run.
 pub unsafe extern "C" fn raise(frame: *mut Frame, kind: u64) {
     // SAFETY: as for `exec_insn`.
     let f = unsafe { &mut *frame };
-    let fault = match kind {
-        _ => Fault::GP0,
-    };
-    f.exit = Some(ExitReason::Exception(fault));
+    debug_assert_eq!(kind, 0, "unknown fault kind from compiled code");
+    f.exit = Some(ExitReason::Exception(Fault::GP0));
 }
