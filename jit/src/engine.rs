@@ -46,7 +46,7 @@ impl Default for JitConfig {
             batch: 16,
             keep_ir: false,
             native: true,
-            opt_level: "speed",
+            opt_level: "none",
             test_corrupt_rax: false,
         }
     }
