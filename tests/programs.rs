@@ -523,8 +523,13 @@ struct LockstepRun {
 }
 
 fn run_lockstep(b: &Binary, seed: &str) -> Result<LockstepRun, String> {
+    run_lockstep_opts(b, seed, &[])
+}
+
+/// A lockstep run with extra `lockstep user` options (`--engine jit`, `--verify`).
+fn run_lockstep_opts(b: &Binary, seed: &str, options: &[&str]) -> Result<LockstepRun, String> {
     let bin = lockstep_bin();
-    let out = run::run_lockstep(Path::new(&bin), seed, &guest(b), LOCKSTEP_TIMEOUT)
+    let out = run::run_lockstep_with(Path::new(&bin), options, seed, &guest(b), LOCKSTEP_TIMEOUT)
         .map_err(|e| format!("cannot run {bin}: {e}"))?;
     let (guest_stderr, stats) = run::split_stats(&out.stderr);
     Ok(LockstepRun {
@@ -705,6 +710,71 @@ fn lockstep_matches_native_and_goldens() {
             &format!(
                 "If the differences from the goldens are intended, re-bless with:\n    {BLESS_CMD}"
             ),
+        );
+    }
+}
+
+/// Every binary under the JIT (`--engine jit`, and `--jit-threshold 2` so that nearly all
+/// code runs compiled): stdout and exit code equal the native run's, and stdout, exit code,
+/// retired count and state hash equal the interpreter's goldens.
+#[test]
+fn jit_matches_native_and_goldens() {
+    engine_matches_goldens("jit", &["--engine", "jit"], |_| true);
+    engine_matches_goldens(
+        "jit-t2",
+        &["--engine", "jit", "--jit-threshold", "2"],
+        |_| true,
+    );
+}
+
+/// `--verify` (JIT and interpreter compared block by block) finds no divergence on the O2
+/// builds, and the results still equal the goldens.
+#[test]
+fn jit_verify_finds_no_divergence() {
+    engine_matches_goldens(
+        "verify",
+        &["--verify", "--jit-threshold", "2"],
+        |b: &Binary| b.id.ends_with("-O2"),
+    );
+}
+
+fn engine_matches_goldens(what: &str, options: &[&str], pick: impl Fn(&Binary) -> bool) {
+    let bins: Vec<&Binary> = binaries()
+        .iter()
+        .filter(|b| pick(b) && lockstep_skip(b).is_none())
+        .collect();
+    let natives = native_results();
+    let runs = programs::parallel_map(&bins, programs::default_threads(), |b| {
+        run_lockstep_opts(b, "1", options)
+    });
+    let mut failures = Vec::new();
+    for (b, run) in bins.iter().zip(&runs) {
+        let i = binaries()
+            .iter()
+            .position(|x| x.id == b.id)
+            .expect("binary listed");
+        let problems = match (&natives[i], run) {
+            (None, _) => continue,
+            (Some(Err(e)), _) => format!("native run: {e}\n"),
+            (_, Err(e)) => format!("{e}\n"),
+            (Some(Ok(native)), Ok(run)) => check_lockstep(b, native, run, Bless::Off),
+        };
+        if !problems.is_empty() {
+            failures.push(format!(
+                "{} ({what}: {}):\n{}    replay: {}\n",
+                b.id,
+                options.join(" "),
+                indent(&problems),
+                replay(b, "1").replacen(" user ", &format!(" user {} ", options.join(" ")), 1)
+            ));
+        }
+    }
+    if !failures.is_empty() {
+        fail_report(
+            &format!("lockstep runs ({what})"),
+            &failures,
+            bins.len(),
+            "The JIT must give exactly the interpreter's results (goldens).",
         );
     }
 }

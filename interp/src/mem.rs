@@ -26,6 +26,10 @@ pub struct GuestRam {
     size: u64,
     /// Per page: code version (bit 31 = page currently holds decoded code).
     code: Vec<u32>,
+    /// lockstep-jit's `--verify` mode: when `Some`, every write noted by [`GuestRam::note_write`]
+    /// is logged as (physical address, bytes before the write), so a block's writes can be
+    /// compared and undone. Writers call `note_write` before changing the bytes.
+    pub write_log: Option<Vec<(u64, Vec<u8>)>>,
 }
 
 const CODE_MARK: u32 = 1 << 31;
@@ -42,6 +46,7 @@ impl GuestRam {
             map,
             size,
             code: vec![0; (size / PAGE_SIZE) as usize],
+            write_log: None,
         })
     }
 
@@ -128,9 +133,18 @@ impl GuestRam {
     }
 
     /// Record a write to `[addr, addr+len)`: every marked page in the range gets a new version.
-    /// Returns true if any code page was hit.
+    /// Returns true if any code page was hit. Call it before writing the bytes (the verify
+    /// write log records the old bytes here).
     #[inline]
     pub fn note_write(&mut self, addr: u64, len: u64) -> bool {
+        if let Some(log) = &mut self.write_log {
+            if let Some(old) = addr
+                .checked_add(len)
+                .and_then(|end| self.map.get(addr as usize..end as usize))
+            {
+                log.push((addr, old.to_vec()));
+            }
+        }
         let first = addr >> PAGE_SHIFT;
         let last = (addr + len.max(1) - 1) >> PAGE_SHIFT;
         let mut hit = false;

@@ -157,6 +157,8 @@ pub fn walk(
 
 pub const TLB_ENTRIES: usize = 512;
 
+/// `#[repr(C)]`: the JIT reads entries inline (tag at offset 0, phys at offset 8).
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 struct TlbEntry {
     /// Linear page number, or `u64::MAX` when empty.
@@ -177,6 +179,9 @@ pub struct Tlb {
     read: Box<[TlbEntry; TLB_ENTRIES]>,
     write: Box<[TlbEntry; TLB_ENTRIES]>,
     exec: Box<[TlbEntry; TLB_ENTRIES]>,
+    /// Never cache write translations (lockstep-jit's `--verify` mode: every store then takes
+    /// the slow path, where `GuestRam::note_write` logs it).
+    no_write_entries: bool,
 }
 
 impl Default for Tlb {
@@ -185,9 +190,13 @@ impl Default for Tlb {
             read: Box::new([EMPTY; TLB_ENTRIES]),
             write: Box::new([EMPTY; TLB_ENTRIES]),
             exec: Box::new([EMPTY; TLB_ENTRIES]),
+            no_write_entries: false,
         }
     }
 }
+
+/// Bytes per TLB entry in [`Tlb::raw_table`]: `{ tag: u64, phys: u64 }`.
+pub const TLB_ENTRY_BYTES: u64 = 16;
 
 impl Tlb {
     #[inline]
@@ -213,6 +222,9 @@ impl Tlb {
     }
 
     pub fn insert(&mut self, lin: u64, access: Access, phys: u64) {
+        if access == Access::Write && self.no_write_entries {
+            return;
+        }
         let vpn = lin >> PAGE_SHIFT;
         let t = match access {
             Access::Read => &mut self.read,
@@ -220,6 +232,23 @@ impl Tlb {
             Access::Exec => &mut self.exec,
         };
         t[Self::slot(vpn)] = TlbEntry { tag: vpn, phys };
+    }
+
+    /// For lockstep-jit's inline fast path: the first entry of the table for `access`.
+    /// [`TLB_ENTRIES`] entries of [`TLB_ENTRY_BYTES`] each, `#[repr(C)] { tag, phys }`: `tag` is
+    /// the linear page number (`u64::MAX` when empty), `phys` the physical page address (RAM).
+    /// The tables are boxed, so the pointer stays valid while the `Tlb` lives.
+    pub fn raw_table(&self, access: Access) -> *const u64 {
+        self.table(access).as_ptr().cast()
+    }
+
+    /// lockstep-jit's `--verify` mode: stop (or resume) caching write translations, and drop
+    /// the cached ones.
+    pub fn set_no_write_entries(&mut self, on: bool) {
+        self.no_write_entries = on;
+        if on {
+            self.write.fill(EMPTY);
+        }
     }
 
     pub fn flush(&mut self) {

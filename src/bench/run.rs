@@ -155,8 +155,20 @@ pub fn run_lockstep(
     guest: &Guest,
     timeout: Duration,
 ) -> std::io::Result<Output> {
+    run_lockstep_with(lockstep, &[], seed, guest, timeout)
+}
+
+/// [`run_lockstep`] with extra `lockstep user` options (e.g. `--engine jit`).
+pub fn run_lockstep_with(
+    lockstep: &Path,
+    options: &[&str],
+    seed: &str,
+    guest: &Guest,
+    timeout: Duration,
+) -> std::io::Result<Output> {
     let mut cmd = Command::new(lockstep);
     cmd.args(["user", "--seed", seed, "--stats"])
+        .args(options)
         .arg(guest.arg0())
         .args(&guest.args)
         .current_dir(guest.dir());

@@ -4,7 +4,7 @@
 //! Exit codes of `lockstep user`: the guest's exit status; 128 + signal when the guest dies of
 //! a fault or a signal it sent itself (SIGSEGV 139, SIGFPE 136, SIGILL 132, SIGTRAP 133,
 //! SIGBUS 135, SIGABRT 134, …); 124 when `--max-insns` ran out; 137 when guest memory ran out;
-//! 2 when the program cannot be loaded.
+//! 2 when the program cannot be loaded; 70 when `--verify` found the engines diverging.
 
 pub mod elf;
 pub mod guest;
@@ -21,6 +21,7 @@ use crate::seed::Seed;
 use guest::Guest;
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
 use lockstep_interp::{Engine, ExitReason, Fault, Interpreter, NullBus};
+use lockstep_jit::{Jit, JitConfig, Verify};
 use rand_core::RngCore;
 use std::ffi::OsString;
 use std::io::Write;
@@ -34,6 +35,8 @@ pub const EXIT_MAX_INSNS: i32 = 124;
 pub const EXIT_OOM: i32 = 128 + 9;
 /// Exit code when the program cannot be loaded or the options are wrong.
 pub const EXIT_LOAD: i32 = 2;
+/// Exit code when `--verify` finds the JIT and the interpreter diverging (EX_SOFTWARE).
+pub const EXIT_DIVERGED: i32 = 70;
 
 /// Instructions per engine call (the loop checks limits between calls).
 const SLICE: u64 = 1 << 24;
@@ -44,6 +47,8 @@ pub enum EngineKind {
     /// The reference interpreter.
     #[default]
     Interp,
+    /// The Cranelift JIT (lockstep-jit).
+    Jit,
 }
 
 /// `lockstep user` arguments.
@@ -52,6 +57,13 @@ pub struct UserArgs {
     /// Execution engine.
     #[arg(long, value_enum, default_value_t = EngineKind::Interp)]
     pub engine: EngineKind,
+    /// Run the JIT and the interpreter in lockstep, block by block, comparing state and
+    /// memory writes; stop with exit code 70 at the first difference (implies the JIT).
+    #[arg(long)]
+    pub verify: bool,
+    /// JIT: compile a block after it ran this many times in the interpreter.
+    #[arg(long, value_name = "N")]
+    pub jit_threshold: Option<u32>,
     /// Run seed (1 to 64 hex digits): AT_RANDOM, getrandom and RDRAND draw from it.
     #[arg(long, default_value = "0")]
     pub seed: Seed,
@@ -135,7 +147,8 @@ pub fn main(args: UserArgs) -> i32 {
     drop(file);
     let mut kernel = Kernel::new(args.trace, args.seed.stream("getrandom"));
     let start = std::time::Instant::now();
-    let code = run(&mut guest, &mut kernel, args.engine, args.max_insns);
+    let mut engine = build_engine(&args);
+    let code = run_with(&mut guest, &mut kernel, engine.as_mut(), args.max_insns);
     let _ = std::io::stdout().flush();
     if args.stats {
         let wall = start.elapsed().as_secs_f64();
@@ -162,11 +175,48 @@ fn io_problem(e: &std::io::Error) -> String {
     }
 }
 
-/// Run the guest to its end; returns the exit code.
+/// The engine `--engine`, `--verify` and `--jit-threshold` ask for.
+fn build_engine(args: &UserArgs) -> Box<dyn Engine> {
+    let mut config = JitConfig::default();
+    if let Some(t) = args.jit_threshold {
+        config.threshold = t;
+    }
+    if args.verify {
+        let mut v = Verify::new(config);
+        v.exit_code = Some(EXIT_DIVERGED);
+        v.context = format!(
+            "reproduce: lockstep user --verify --seed {} {}",
+            args.seed,
+            args.command
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        return Box::new(v);
+    }
+    match args.engine {
+        EngineKind::Interp => Box::new(Interpreter),
+        EngineKind::Jit => Box::new(Jit::new(config)),
+    }
+}
+
+/// Run the guest to its end on a fresh engine of kind `engine`; returns the exit code.
 pub fn run(g: &mut Guest, k: &mut Kernel, engine: EngineKind, max_insns: Option<u64>) -> i32 {
-    let mut eng = match engine {
-        EngineKind::Interp => Interpreter,
+    let mut eng: Box<dyn Engine> = match engine {
+        EngineKind::Interp => Box::new(Interpreter),
+        EngineKind::Jit => Box::new(Jit::default()),
     };
+    run_with(g, k, eng.as_mut(), max_insns)
+}
+
+/// Run the guest to its end on `eng`; returns the exit code.
+pub fn run_with(
+    g: &mut Guest,
+    k: &mut Kernel,
+    eng: &mut dyn Engine,
+    max_insns: Option<u64>,
+) -> i32 {
     let mut bus = NullBus;
     loop {
         let budget = match max_insns {

@@ -236,6 +236,10 @@ fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
     if !x.ram.contains(ps, len) || !x.ram.contains(pd, len) {
         return Ok(0);
     }
+    // note_write before the copy: the verify write log (lockstep-jit) records the old bytes.
+    if x.ram.note_write(pd, len) {
+        x.cpu.smc = true;
+    }
     copy_forward(
         x.ram.bytes_mut(),
         ps as usize,
@@ -243,9 +247,6 @@ fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
         len as usize,
         g.esize as usize,
     );
-    if x.ram.note_write(pd, len) {
-        x.cpu.smc = true;
-    }
     g.advance(x, RSI, k);
     g.advance(x, RDI, k);
     Ok(k)
@@ -337,6 +338,10 @@ fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
     if !x.ram.contains(pd, len) {
         return Ok(0);
     }
+    // note_write before the fill: the verify write log (lockstep-jit) records the old bytes.
+    if x.ram.note_write(pd, len) {
+        x.cpu.smc = true;
+    }
     let buf = &mut x.ram.bytes_mut()[pd as usize..(pd + len) as usize];
     let pat = val.to_le_bytes();
     if g.esize == 1 {
@@ -345,9 +350,6 @@ fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
         for el in buf.chunks_exact_mut(g.esize as usize) {
             el.copy_from_slice(&pat[..g.esize as usize]);
         }
-    }
-    if x.ram.note_write(pd, len) {
-        x.cpu.smc = true;
     }
     g.advance(x, RDI, k);
     Ok(k)

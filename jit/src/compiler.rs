@@ -1,0 +1,170 @@
+//! The long-lived Cranelift JIT module: one function per guest block, defined when the block
+//! gets hot and finalised in batches; the whole module is dropped when the cache flushes.
+
+use crate::frame::Frame;
+use crate::lower::{self, HelperSigs, LowerStats};
+use cranelift_codegen::ir::Signature;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use lockstep_interp::decode::Block;
+use lockstep_interp::CpuState;
+
+/// A compiled block: `(state, frame) -> status` (see [`crate::frame::ret`]).
+pub type BlockFn = unsafe extern "C" fn(*mut CpuState, *mut Frame) -> u32;
+
+/// A block defined in the module (callable once finalised).
+pub struct Compiled {
+    pub id: FuncId,
+    /// The Cranelift IR, when asked for (verify mode); keeping it changes no code.
+    pub ir: Option<String>,
+    pub stats: LowerStats,
+    pub code_bytes: usize,
+}
+
+pub struct Compiler {
+    module: Option<JITModule>,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    sig: Signature,
+    helper_sigs: [Signature; 4],
+    next: u64,
+    /// Functions defined in the current module.
+    pub in_module: usize,
+    opt_level: &'static str,
+}
+
+fn make_module(opt_level: &str) -> JITModule {
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v)
+            .unwrap_or_else(|e| panic!("cranelift flag {k}={v}: {e}"))
+    };
+    set(&mut flags, "opt_level", opt_level);
+    set(&mut flags, "preserve_frame_pointers", "true");
+    set(&mut flags, "use_colocated_libcalls", "false");
+    set(&mut flags, "is_pic", "false");
+    // The IR verifier runs in debug and test builds, not in release.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    set(&mut flags, "enable_verifier", verify);
+    let isa = cranelift_native::builder()
+        .unwrap_or_else(|e| panic!("host not supported by Cranelift: {e}"))
+        .finish(settings::Flags::new(flags))
+        .unwrap_or_else(|e| panic!("Cranelift ISA: {e}"));
+    JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()))
+}
+
+impl Default for Compiler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Compiler {
+    pub fn new() -> Self {
+        Self::with_opt_level("speed")
+    }
+
+    /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size").
+    pub fn with_opt_level(opt_level: &'static str) -> Self {
+        let module = make_module(opt_level);
+        let cc = module.isa().default_call_conv();
+        let ctx = module.make_context();
+        Compiler {
+            sig: lower::block_signature(cc),
+            helper_sigs: lower::helper_signatures(cc),
+            module: Some(module),
+            ctx,
+            fctx: FunctionBuilderContext::new(),
+            next: 0,
+            in_module: 0,
+            opt_level,
+        }
+    }
+
+    fn module(&mut self) -> &mut JITModule {
+        self.module.as_mut().expect("module present")
+    }
+
+    /// Lift and define `block` (not yet callable: see [`Compiler::finalize`]). `native: false`
+    /// sends every instruction through the trampoline.
+    pub fn compile(
+        &mut self,
+        block: &Block,
+        keep_ir: bool,
+        native: bool,
+    ) -> Result<Compiled, String> {
+        let name = format!("blk{}", self.next);
+        self.next += 1;
+        let sig = self.sig.clone();
+        let id = self
+            .module()
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        self.ctx.clear();
+        self.ctx.func.signature = sig;
+        let hs = self.helper_sigs.clone();
+        let frontend = self.module().isa().frontend_config();
+        let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        let stats = lower::lower_block(builder, block, native, frontend, |b| HelperSigs {
+            exec: b.import_signature(hs[0].clone()),
+            load: b.import_signature(hs[1].clone()),
+            store: b.import_signature(hs[2].clone()),
+            raise: b.import_signature(hs[3].clone()),
+        });
+        let ir = keep_ir.then(|| self.ctx.func.display().to_string());
+        let module = self.module.as_mut().expect("module present");
+        module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| format!("{e:?}"))?;
+        let code_bytes = self
+            .ctx
+            .compiled_code()
+            .map_or(0, |c| c.code_info().total_size as usize);
+        module.clear_context(&mut self.ctx);
+        self.in_module += 1;
+        Ok(Compiled {
+            id,
+            ir,
+            stats,
+            code_bytes,
+        })
+    }
+
+    /// Make every defined function callable.
+    pub fn finalize(&mut self) -> Result<(), String> {
+        self.module()
+            .finalize_definitions()
+            .map_err(|e| e.to_string())
+    }
+
+    /// The entry point of a finalised function.
+    pub fn get(&self, id: FuncId) -> BlockFn {
+        let p = self
+            .module
+            .as_ref()
+            .expect("module present")
+            .get_finalized_function(id);
+        // SAFETY: every function of the module has the block signature, which is this
+        // `extern "C"` type (the ISA's default calling convention is the C one).
+        unsafe { core::mem::transmute::<*const u8, BlockFn>(p) }
+    }
+
+    /// Drop every compiled function and start a new module. No pointer obtained from
+    /// [`Compiler::get`] may be used afterwards.
+    pub fn reset(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the caller (the translation cache) forgets every function pointer
+            // before resetting, and no compiled code is running (we are in the dispatcher).
+            unsafe { m.free_memory() };
+        }
+        self.module = Some(make_module(self.opt_level));
+        self.in_module = 0;
+    }
+}

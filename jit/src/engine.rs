@@ -1,0 +1,401 @@
+//! The JIT engine: the dispatcher (block lookup, tiering, budget check at block entry), the
+//! translation cache (keyed like the interpreter's block cache, invalidated through the
+//! pages' code versions, bounded) and statistics.
+
+use crate::compiler::{BlockFn, Compiler};
+use crate::frame::{ret, Frame};
+use crate::step::interp_block;
+use cranelift_module::FuncId;
+use lockstep_interp::decode::{Block, BlockKey, FixedMap};
+use lockstep_interp::mmu::Access;
+use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// JIT settings.
+#[derive(Clone, Debug)]
+pub struct JitConfig {
+    /// A block is interpreted this many times before it is compiled (0 and 1: compile on first
+    /// execution).
+    pub threshold: u32,
+    /// Most compiled blocks kept; when reached, the whole cache and module are flushed.
+    pub max_compiled: usize,
+    /// Most cache entries (compiled or not) before a flush.
+    pub max_entries: usize,
+    /// Compiled blocks are finalised (made callable) in batches of this many, or as soon as
+    /// a waiting block has run `threshold` more times.
+    pub batch: usize,
+    /// Keep each block's Cranelift IR text (for `--verify` reports). Changes no code.
+    pub keep_ir: bool,
+    /// Lower the core subset natively; `false` sends every instruction through the trampoline.
+    pub native: bool,
+    /// Cranelift optimisation level: "none", "speed" or "speed_and_size". Host-side tuning
+    /// only (the emitted code's guest-visible behaviour is the same).
+    pub opt_level: &'static str,
+    /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
+    /// divergence to find. Never set outside tests.
+    pub test_corrupt_rax: bool,
+}
+
+impl Default for JitConfig {
+    fn default() -> Self {
+        JitConfig {
+            threshold: 50,
+            max_compiled: 1 << 16,
+            max_entries: 1 << 18,
+            batch: 16,
+            keep_ir: false,
+            native: true,
+            opt_level: "none",
+            test_corrupt_rax: false,
+        }
+    }
+}
+
+/// Counters for `--stats` and benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct JitStats {
+    /// Blocks compiled (defined in the module).
+    pub compiled: u64,
+    /// Host time spent compiling and finalising, in nanoseconds.
+    pub compile_ns: u64,
+    /// Machine-code bytes compiled.
+    pub code_bytes: u64,
+    /// Guest instructions in compiled blocks lowered natively / through the trampoline.
+    pub native_insns: u64,
+    pub helper_insns: u64,
+    /// Block executions in compiled code / in the interpreter.
+    pub compiled_runs: u64,
+    pub interp_runs: u64,
+    /// Whole-cache flushes (size limit).
+    pub flushes: u64,
+    /// Blocks Cranelift refused (they stay interpreted) and the last error.
+    pub compile_errors: u64,
+    pub last_error: Option<String>,
+}
+
+impl JitStats {
+    /// One-line summary.
+    pub fn summary(&self) -> String {
+        let us = if self.compiled > 0 {
+            self.compile_ns as f64 / self.compiled as f64 / 1000.0
+        } else {
+            0.0
+        };
+        let runs = self.compiled_runs + self.interp_runs;
+        let pct = if runs > 0 {
+            100.0 * self.compiled_runs as f64 / runs as f64
+        } else {
+            0.0
+        };
+        let ins = self.native_insns + self.helper_insns;
+        let native = if ins > 0 {
+            100.0 * self.native_insns as f64 / ins as f64
+        } else {
+            0.0
+        };
+        format!(
+            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB native={native:.1}% compiled-runs={pct:.1}% flushes={} errors={}",
+            self.compiled,
+            self.compile_ns / 1_000_000,
+            self.code_bytes / 1024,
+            self.flushes,
+            self.compile_errors
+        )
+    }
+}
+
+enum Tier {
+    /// Interpreted, counting executions.
+    Cold,
+    /// Defined in the module, waiting for the batch to be finalised.
+    Pending(FuncId),
+    Ready(BlockFn),
+    /// Cranelift refused it: interpreted for good.
+    Failed,
+}
+
+struct Entry {
+    block: Arc<Block>,
+    count: u32,
+    tier: Tier,
+    ir: Option<String>,
+}
+
+/// The JIT engine. Implements the same [`Engine`] contract as the interpreter.
+pub struct Jit {
+    pub config: JitConfig,
+    cache: FixedMap<BlockKey, Entry>,
+    compiler: Compiler,
+    pending: Vec<BlockKey>,
+    pub stats: JitStats,
+}
+
+impl Default for Jit {
+    fn default() -> Self {
+        Self::new(JitConfig::default())
+    }
+}
+
+/// What one dispatch did (for `Verify`).
+pub struct Dispatched {
+    pub key: Option<BlockKey>,
+    /// The block ran as compiled code.
+    pub compiled: bool,
+    /// `Some`: the engine must stop.
+    pub stop: Option<ExitReason>,
+}
+
+impl Jit {
+    /// A JIT with `config`. The environment variable `LOCKSTEP_JIT_OPT` (none, speed,
+    /// speed_and_size) overrides `config.opt_level` (host-side tuning for measurements).
+    pub fn new(mut config: JitConfig) -> Self {
+        if let Some(o) = std::env::var_os("LOCKSTEP_JIT_OPT") {
+            config.opt_level = match o.to_str() {
+                Some("none") => "none",
+                Some("speed_and_size") => "speed_and_size",
+                _ => "speed",
+            };
+        }
+        let opt_level = config.opt_level;
+        Jit {
+            config,
+            cache: FixedMap::default(),
+            compiler: Compiler::with_opt_level(opt_level),
+            pending: Vec::new(),
+            stats: JitStats::default(),
+        }
+    }
+
+    /// Drop every translation (compiled or not).
+    pub fn flush(&mut self) {
+        self.cache.clear();
+        self.pending.clear();
+        self.compiler.reset();
+        self.stats.flushes += 1;
+    }
+
+    /// The decoded block and IR text (if kept) cached under `key`.
+    pub fn block_info(&self, key: &BlockKey) -> Option<(Arc<Block>, Option<&str>)> {
+        self.cache
+            .get(key)
+            .map(|e| (e.block.clone(), e.ir.as_deref()))
+    }
+
+    /// Run exactly one block (compiled or interpreted) within the budget; used by `Verify`.
+    pub fn run_block(
+        &mut self,
+        cpu: &mut Cpu,
+        ram: &mut GuestRam,
+        bus: &mut dyn Bus,
+        budget: u64,
+    ) -> (Exit, Dispatched) {
+        let start = cpu.retired;
+        cpu.budget_end = start.saturating_add(budget);
+        let mut ctx = Ctx::new(cpu, ram, bus);
+        let d = if budget == 0 {
+            Dispatched {
+                key: None,
+                compiled: false,
+                stop: Some(ExitReason::Budget),
+            }
+        } else {
+            self.dispatch(&mut ctx)
+        };
+        let exit = Exit {
+            retired: ctx.cpu.retired - start,
+            reason: d.stop.unwrap_or(ExitReason::Budget),
+        };
+        (exit, d)
+    }
+
+    /// Look up (or decode) the block at RIP, promote it through the tiers, and run it.
+    fn dispatch(&mut self, ctx: &mut Ctx) -> Dispatched {
+        let rip = ctx.cpu.state.rip;
+        let bitness = ctx.cpu.state.code_bitness();
+        let lin = ctx.code_linear(rip);
+        let phys = match ctx.translate(lin, Access::Exec) {
+            Ok(p) => p,
+            Err(f) => {
+                return Dispatched {
+                    key: None,
+                    compiled: false,
+                    stop: Some(ExitReason::Exception(f)),
+                }
+            }
+        };
+        let key = BlockKey { phys, rip, bitness };
+        // The common case (a valid entry that needs no tier change) costs one map lookup.
+        let threshold = self.config.threshold;
+        let mut due = true;
+        let valid = match self.cache.get_mut(&key) {
+            Some(e) if e.block.valid(ctx.ram) => {
+                if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
+                    || (matches!(e.tier, Tier::Cold) && e.count.saturating_add(1) < threshold)
+                {
+                    e.count = e.count.saturating_add(1);
+                    due = false;
+                }
+                true
+            }
+            _ => false,
+        };
+        if !valid {
+            let block = match ctx.block_at_rip() {
+                Ok(b) => b,
+                Err(f) => {
+                    return Dispatched {
+                        key: Some(key),
+                        compiled: false,
+                        stop: Some(ExitReason::Exception(f)),
+                    }
+                }
+            };
+            if self.cache.len() >= self.config.max_entries {
+                self.flush();
+            }
+            self.cache.insert(
+                key,
+                Entry {
+                    block,
+                    count: 0,
+                    tier: Tier::Cold,
+                    ir: None,
+                },
+            );
+        }
+        // A code write noticed before this block is already reflected in the lookup above.
+        ctx.cpu.smc = false;
+        if due {
+            self.promote(&key);
+        }
+        let e = self.cache.get_mut(&key).expect("entry just ensured");
+        let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
+        if let Tier::Ready(f) = e.tier {
+            if remaining >= e.block.insns.len() as u64 {
+                let mut frame = Frame::new(ctx);
+                // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive; the
+                // frame's pointers come from `ctx`, which outlives the call and is not touched
+                // by Rust code while the block runs (only through the frame, by the helpers).
+                let code = unsafe { f(frame.state, &mut frame) };
+                self.stats.compiled_runs += 1;
+                if self.config.test_corrupt_rax {
+                    ctx.cpu.state.gpr[0] ^= 1;
+                }
+                let stop = if code == ret::STOP {
+                    Some(frame.exit.take().unwrap_or(ExitReason::Budget))
+                } else {
+                    None
+                };
+                return Dispatched {
+                    key: Some(key),
+                    compiled: true,
+                    stop,
+                };
+            }
+        }
+        let block = e.block.clone();
+        self.stats.interp_runs += 1;
+        Dispatched {
+            key: Some(key),
+            compiled: false,
+            stop: interp_block(ctx, &block, 0),
+        }
+    }
+
+    /// Count one execution of the entry and move it up the tiers when due.
+    fn promote(&mut self, key: &BlockKey) {
+        let threshold = self.config.threshold;
+        let e = self.cache.get_mut(key).expect("entry present");
+        e.count = e.count.saturating_add(1);
+        match e.tier {
+            Tier::Cold if e.count >= threshold => {
+                if self.compiler.in_module >= self.config.max_compiled {
+                    self.flush();
+                    return; // The entry is gone; it is decoded again next time.
+                }
+                let t0 = Instant::now();
+                let compiled =
+                    self.compiler
+                        .compile(&e.block, self.config.keep_ir, self.config.native);
+                self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
+                match compiled {
+                    Ok(c) => {
+                        self.stats.compiled += 1;
+                        self.stats.code_bytes += c.code_bytes as u64;
+                        self.stats.native_insns += c.stats.native as u64;
+                        self.stats.helper_insns += c.stats.helper as u64;
+                        e.tier = Tier::Pending(c.id);
+                        e.ir = c.ir;
+                        self.pending.push(*key);
+                    }
+                    Err(msg) => {
+                        self.stats.compile_errors += 1;
+                        self.stats.last_error = Some(msg);
+                        e.tier = Tier::Failed;
+                    }
+                }
+                self.maybe_finalize(key);
+            }
+            Tier::Pending(_) => self.maybe_finalize(key),
+            _ => {}
+        }
+    }
+
+    /// Finalise the waiting batch when it is full or `key` has waited `threshold` runs.
+    fn maybe_finalize(&mut self, key: &BlockKey) {
+        let waited = self
+            .cache
+            .get(key)
+            .is_some_and(|e| e.count >= self.config.threshold.saturating_mul(2));
+        if self.pending.len() < self.config.batch.max(1) && !waited {
+            return;
+        }
+        let t0 = Instant::now();
+        if let Err(msg) = self.compiler.finalize() {
+            // Nothing of this module can be trusted: start over.
+            self.stats.compile_errors += 1;
+            self.stats.last_error = Some(msg);
+            self.flush();
+            return;
+        }
+        self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
+        for k in std::mem::take(&mut self.pending) {
+            if let Some(e) = self.cache.get_mut(&k) {
+                if let Tier::Pending(id) = e.tier {
+                    e.tier = Tier::Ready(self.compiler.get(id));
+                }
+            }
+        }
+    }
+}
+
+impl Engine for Jit {
+    fn run(&mut self, cpu: &mut Cpu, ram: &mut GuestRam, bus: &mut dyn Bus, budget: u64) -> Exit {
+        let start = cpu.retired;
+        cpu.budget_end = start.saturating_add(budget);
+        let mut ctx = Ctx::new(cpu, ram, bus);
+        let reason = loop {
+            if ctx.cpu.retired >= ctx.cpu.budget_end {
+                break ExitReason::Budget;
+            }
+            if let Some(r) = self.dispatch(&mut ctx).stop {
+                break r;
+            }
+        };
+        Exit {
+            retired: ctx.cpu.retired - start,
+            reason,
+        }
+    }
+}
+
+impl Drop for Jit {
+    /// `LOCKSTEP_JIT_STATS=1` prints the JIT's statistics to stderr when the engine ends
+    /// (host-side diagnostics only; nothing guest-visible depends on it).
+    fn drop(&mut self) {
+        if std::env::var_os("LOCKSTEP_JIT_STATS").is_some() {
+            eprintln!("{}", self.stats.summary());
+        }
+    }
+}

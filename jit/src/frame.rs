@@ -1,0 +1,93 @@
+//! The block frame: one `#[repr(C)]` record per engine run that compiled blocks and their
+//! helpers share (context pointer, retired counter, TLB tables, RAM base, exit reason).
+
+use core::mem::offset_of;
+use lockstep_interp::mmu::Access;
+use lockstep_interp::{CpuState, Ctx, ExitReason};
+
+/// What a compiled block (and the instruction trampoline) returns.
+pub mod ret {
+    /// Trampoline only: the instruction completed, continue with the next one in the block.
+    pub const NEXT: u32 = 0;
+    /// Stop the engine: the reason is in [`super::Frame::exit`]. RIP and `retired` are exact.
+    pub const STOP: u32 = 1;
+    /// The block ended (or was left early); RIP and `retired` are exact, keep dispatching.
+    pub const DISPATCH: u32 = 2;
+}
+
+/// Shared between the dispatcher, compiled code and the helpers. Compiled code reads the
+/// fields by offset ([`Frame::OFF_RETIRED`], …).
+#[repr(C)]
+pub struct Frame {
+    /// `&mut ctx.cpu.state` (compiled code gets it as its first argument too).
+    pub state: *mut CpuState,
+    /// `&mut ctx.cpu.retired`.
+    pub retired: *mut u64,
+    /// The `Ctx` of the current run (lifetime erased; only used while the run lasts).
+    pub ctx: *mut Ctx<'static>,
+    /// Read and write TLB tables (see `lockstep_interp::mmu::Tlb::raw_table`).
+    pub tlb_read: *const u64,
+    pub tlb_write: *const u64,
+    /// Host address of guest physical address 0.
+    pub ram_base: *mut u8,
+    /// `cpu.budget_end`: compiled code compares it after instructions that may retire more
+    /// than one (REP strings).
+    pub budget_end: u64,
+    /// Set by the load helper: 1 when the access faulted (the fault is in `exit`).
+    pub mem_fault: u64,
+    /// Why the block stopped the engine (with [`ret::STOP`]).
+    pub exit: Option<ExitReason>,
+}
+
+impl Frame {
+    pub const OFF_RETIRED: i32 = offset_of!(Frame, retired) as i32;
+    pub const OFF_TLB_READ: i32 = offset_of!(Frame, tlb_read) as i32;
+    pub const OFF_TLB_WRITE: i32 = offset_of!(Frame, tlb_write) as i32;
+    pub const OFF_RAM_BASE: i32 = offset_of!(Frame, ram_base) as i32;
+    pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
+    pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
+
+    /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
+    /// and its TLB is not replaced; the dispatcher refreshes them before each block.
+    pub fn new(ctx: &mut Ctx<'_>) -> Frame {
+        let mut f = Frame {
+            state: core::ptr::null_mut(),
+            retired: core::ptr::null_mut(),
+            ctx: core::ptr::null_mut(),
+            tlb_read: core::ptr::null(),
+            tlb_write: core::ptr::null(),
+            ram_base: core::ptr::null_mut(),
+            budget_end: 0,
+            mem_fault: 0,
+            exit: None,
+        };
+        f.refresh(ctx);
+        f
+    }
+
+    /// Re-derive every pointer from `ctx` (before a compiled block runs).
+    #[inline]
+    pub fn refresh(&mut self, ctx: &mut Ctx<'_>) {
+        self.state = &raw mut ctx.cpu.state;
+        self.retired = &raw mut ctx.cpu.retired;
+        self.tlb_read = ctx.cpu.tlb.raw_table(Access::Read);
+        self.tlb_write = ctx.cpu.tlb.raw_table(Access::Write);
+        self.ram_base = ctx.ram.bytes_mut().as_mut_ptr();
+        self.budget_end = ctx.cpu.budget_end;
+        self.ctx = (ctx as *mut Ctx<'_>).cast();
+    }
+}
+
+/// Byte offset of `gpr[i]` in [`CpuState`].
+pub const fn gpr_off(i: usize) -> i32 {
+    (offset_of!(CpuState, gpr) + 8 * i) as i32
+}
+pub const OFF_RIP: i32 = offset_of!(CpuState, rip) as i32;
+pub const OFF_RFLAGS: i32 = offset_of!(CpuState, rflags) as i32;
+
+/// Byte offset of segment `i`'s base in [`CpuState`].
+pub fn seg_base_off(i: usize) -> i32 {
+    (offset_of!(CpuState, seg)
+        + i * core::mem::size_of::<lockstep_interp::state::Segment>()
+        + offset_of!(lockstep_interp::state::Segment, base)) as i32
+}

@@ -1,0 +1,331 @@
+//! Lazy status flags: a flag-writing instruction records its operands and result; the flag
+//! bits are computed only when an instruction reads them (conditions are evaluated straight
+//! from the operands where possible), before a trampoline call, or at an exit. Flags that a
+//! later instruction overwrites first are never computed (dead-flag elimination).
+//!
+//! The formulas are those of `lockstep_interp::flags` (add/sub/logic, INC/DEC keep CF).
+
+use super::{host_mem, Lower, RFLAGS};
+use crate::frame::OFF_RFLAGS;
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
+use iced_x86::ConditionCode;
+use lockstep_interp::state::flags::{AF, CF, OF, PF, SF, STATUS, ZF};
+
+/// The operation that defined some flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagOp {
+    /// a + b (CF = carry out).
+    Add,
+    /// a - b (also CMP).
+    Sub,
+    /// AND/OR/XOR/TEST: CF = OF = AF = 0.
+    Logic,
+    /// a + 1, CF untouched.
+    Inc,
+    /// a - 1, CF untouched.
+    Dec,
+}
+
+/// Flags defined by one operation and not yet folded into RFLAGS. `a`, `b`, `res` are 64-bit
+/// values holding the `size`-byte operands zero-extended.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    pub op: FlagOp,
+    pub a: Value,
+    pub b: Value,
+    pub res: Value,
+    pub size: u8,
+    /// Flags (RFLAGS bits) this record still defines.
+    pub mask: u64,
+}
+
+/// Flags an operation writes.
+pub fn written(op: FlagOp) -> u64 {
+    match op {
+        FlagOp::Inc | FlagOp::Dec => STATUS & !CF,
+        _ => STATUS,
+    }
+}
+
+/// Flags a condition code reads.
+fn cc_reads(cc: ConditionCode) -> u64 {
+    use ConditionCode as C;
+    match cc {
+        C::None => 0,
+        C::o | C::no => OF,
+        C::b | C::ae => CF,
+        C::e | C::ne => ZF,
+        C::be | C::a => CF | ZF,
+        C::s | C::ns => SF,
+        C::p | C::np => PF,
+        C::l | C::ge => SF | OF,
+        C::le | C::g => ZF | SF | OF,
+    }
+}
+
+impl Lower<'_> {
+    /// Record that `op` defined its flags.
+    pub fn set_flags(&mut self, op: FlagOp, a: Value, b: Value, res: Value, size: u8) {
+        let w = written(op);
+        for p in &mut self.pending {
+            p.mask &= !w;
+        }
+        self.pending.retain(|p| p.mask != 0);
+        self.pending.push(Pending {
+            op,
+            a,
+            b,
+            res,
+            size,
+            mask: w,
+        });
+    }
+
+    /// `v`'s low `size` bytes as a sized integer (for signed compares).
+    pub fn narrow(&mut self, v: Value, size: u8) -> Value {
+        match size {
+            1 => self.b.ins().ireduce(types::I8, v),
+            2 => self.b.ins().ireduce(types::I16, v),
+            4 => self.b.ins().ireduce(types::I32, v),
+            _ => v,
+        }
+    }
+
+    fn bit(&mut self, c: Value, pos: u32) -> Value {
+        let v = self.b.ins().uextend(types::I64, c);
+        if pos == 0 {
+            v
+        } else {
+            self.b.ins().ishl_imm_s(v, pos as i64)
+        }
+    }
+
+    /// Bit `sb` of `v`, moved to `pos`.
+    fn move_bit(&mut self, v: Value, sb: u32, pos: u32) -> Value {
+        let t = self.b.ins().ushr_imm_s(v, sb as i64);
+        let t = self.b.ins().band_imm_s(t, 1);
+        if pos == 0 {
+            t
+        } else {
+            self.b.ins().ishl_imm_s(t, pos as i64)
+        }
+    }
+
+    /// The RFLAGS bits `want` (a subset of `p.mask`) as defined by `p`.
+    fn flag_bits(&mut self, p: Pending, want: u64) -> Value {
+        let sb = p.size as u32 * 8 - 1;
+        let mut parts: Vec<Value> = Vec::new();
+        let (a, b, res) = (p.a, p.b, p.res);
+        let arith = p.op != FlagOp::Logic;
+        if want & CF != 0 {
+            match p.op {
+                FlagOp::Add => {
+                    let c = self.b.ins().icmp(IntCC::UnsignedLessThan, res, a);
+                    parts.push(self.bit(c, 0));
+                }
+                FlagOp::Sub => {
+                    let c = self.b.ins().icmp(IntCC::UnsignedLessThan, a, b);
+                    parts.push(self.bit(c, 0));
+                }
+                _ => {}
+            }
+        }
+        if want & PF != 0 {
+            let t = self.b.ins().band_imm_s(res, 0xff);
+            let t = self.b.ins().popcnt(t);
+            let t = self.b.ins().band_imm_s(t, 1);
+            let t = self.b.ins().bxor_imm_s(t, 1);
+            parts.push(self.b.ins().ishl_imm_s(t, 2));
+        }
+        if want & AF != 0 && arith {
+            let t = self.b.ins().bxor(a, b);
+            let t = self.b.ins().bxor(t, res);
+            parts.push(self.b.ins().band_imm_s(t, AF as i64));
+        }
+        if want & ZF != 0 {
+            let c = self.b.ins().icmp_imm_s(IntCC::Equal, res, 0);
+            parts.push(self.bit(c, 6));
+        }
+        if want & SF != 0 {
+            parts.push(self.move_bit(res, sb, 7));
+        }
+        if want & OF != 0 && arith {
+            let t = match p.op {
+                FlagOp::Add | FlagOp::Inc => {
+                    let x = self.b.ins().bxor(a, res);
+                    let y = self.b.ins().bxor(b, res);
+                    self.b.ins().band(x, y)
+                }
+                _ => {
+                    let x = self.b.ins().bxor(a, b);
+                    let y = self.b.ins().bxor(a, res);
+                    self.b.ins().band(x, y)
+                }
+            };
+            parts.push(self.move_bit(t, sb, 11));
+        }
+        let mut acc = match parts.first() {
+            Some(&v) => v,
+            None => return self.iconst(0),
+        };
+        for &v in &parts[1..] {
+            acc = self.b.ins().bor(acc, v);
+        }
+        acc
+    }
+
+    /// RFLAGS with the pending flags folded in, computed in the current block without
+    /// changing the compile-time state; `None` when memory already holds it.
+    pub fn flags_value(&mut self) -> Option<Value> {
+        if self.pending.is_empty() {
+            return (self.dirty & (1 << RFLAGS) != 0).then(|| self.b.use_var(self.vars[RFLAGS]));
+        }
+        let mut rf = if self.loaded & (1 << RFLAGS) != 0 {
+            self.b.use_var(self.vars[RFLAGS])
+        } else {
+            self.b
+                .ins()
+                .load(types::I64, host_mem(), self.state, OFF_RFLAGS)
+        };
+        for p in self.pending.clone() {
+            let bits = self.flag_bits(p, p.mask);
+            rf = self.b.ins().band_imm_s(rf, !(p.mask as i64));
+            rf = self.b.ins().bor(rf, bits);
+        }
+        Some(rf)
+    }
+
+    /// Fold all pending flags into the RFLAGS variable (main path).
+    pub fn sync_flags(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let rf = self.flags_value().expect("pending flags give a value");
+        self.pending.clear();
+        self.set_gpr(RFLAGS, rf);
+    }
+
+    /// The condition `cc` as a boolean (I8), from the operands of the operation that set the
+    /// flags it reads when there is one, else from the RFLAGS bits.
+    pub fn cond(&mut self, cc: ConditionCode) -> Value {
+        use ConditionCode as C;
+        let need = cc_reads(cc);
+        if need == 0 {
+            return self.b.ins().iconst(types::I8, 1);
+        }
+        if let Some(p) = self.pending.iter().copied().find(|p| p.mask & need == need) {
+            if let Some(v) = self.cond_direct(p, cc) {
+                return v;
+            }
+        }
+        self.sync_flags();
+        let rf = self.gpr(RFLAGS);
+        let bit = |l: &mut Lower, m: u64| {
+            let t = l.b.ins().band_imm_s(rf, m as i64);
+            l.b.ins().icmp_imm_s(IntCC::NotEqual, t, 0)
+        };
+        let (v, negate) = match cc {
+            C::None => unreachable!("handled above"),
+            C::o | C::no => (bit(self, OF), cc == C::no),
+            C::b | C::ae => (bit(self, CF), cc == C::ae),
+            C::e | C::ne => (bit(self, ZF), cc == C::ne),
+            C::be | C::a => (bit(self, CF | ZF), cc == C::a),
+            C::s | C::ns => (bit(self, SF), cc == C::ns),
+            C::p | C::np => (bit(self, PF), cc == C::np),
+            C::l | C::ge | C::le | C::g => {
+                // SF != OF: bit 7 xor bit 11.
+                let s = self.move_bit(rf, 7, 0);
+                let o = self.move_bit(rf, 11, 0);
+                let x = self.b.ins().bxor(s, o);
+                let lt = if matches!(cc, C::le | C::g) {
+                    let z = self.move_bit(rf, 6, 0);
+                    self.b.ins().bor(x, z)
+                } else {
+                    x
+                };
+                let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, lt, 0);
+                (c, matches!(cc, C::ge | C::g))
+            }
+        };
+        if negate {
+            self.b.ins().bxor_imm_s(v, 1)
+        } else {
+            v
+        }
+    }
+
+    /// Conditions computable straight from the operands of `p`.
+    fn cond_direct(&mut self, p: Pending, cc: ConditionCode) -> Option<Value> {
+        use ConditionCode as C;
+        let sized = |l: &mut Lower, v: Value| l.narrow(v, p.size);
+        let ic = |l: &mut Lower, c: IntCC, x: Value, y: Value| l.b.ins().icmp(c, x, y);
+        Some(match (p.op, cc) {
+            (FlagOp::Sub, _) => {
+                let (a, b) = (p.a, p.b);
+                match cc {
+                    C::b => ic(self, IntCC::UnsignedLessThan, a, b),
+                    C::ae => ic(self, IntCC::UnsignedGreaterThanOrEqual, a, b),
+                    C::e => ic(self, IntCC::Equal, a, b),
+                    C::ne => ic(self, IntCC::NotEqual, a, b),
+                    C::be => ic(self, IntCC::UnsignedLessThanOrEqual, a, b),
+                    C::a => ic(self, IntCC::UnsignedGreaterThan, a, b),
+                    C::l | C::ge | C::le | C::g | C::s | C::ns => {
+                        let (x, y) = if matches!(cc, C::s | C::ns) {
+                            let r = sized(self, p.res);
+                            let z = self.narrow_zero(p.size);
+                            (r, z)
+                        } else {
+                            (sized(self, a), sized(self, b))
+                        };
+                        let c = match cc {
+                            C::l | C::s => IntCC::SignedLessThan,
+                            C::ge | C::ns => IntCC::SignedGreaterThanOrEqual,
+                            C::le => IntCC::SignedLessThanOrEqual,
+                            _ => IntCC::SignedGreaterThan,
+                        };
+                        ic(self, c, x, y)
+                    }
+                    _ => return None,
+                }
+            }
+            (FlagOp::Logic, _) => {
+                let r = sized(self, p.res);
+                let z = self.narrow_zero(p.size);
+                let c = match cc {
+                    C::e | C::be => IntCC::Equal,
+                    C::ne | C::a => IntCC::NotEqual,
+                    C::s | C::l => IntCC::SignedLessThan,
+                    C::ns | C::ge => IntCC::SignedGreaterThanOrEqual,
+                    C::le => IntCC::SignedLessThanOrEqual,
+                    C::g => IntCC::SignedGreaterThan,
+                    C::b | C::o => return Some(self.b.ins().iconst(types::I8, 0)),
+                    C::ae | C::no => return Some(self.b.ins().iconst(types::I8, 1)),
+                    _ => return None,
+                };
+                ic(self, c, r, z)
+            }
+            (_, C::e | C::ne | C::s | C::ns) => {
+                let r = sized(self, p.res);
+                let z = self.narrow_zero(p.size);
+                let c = match cc {
+                    C::e => IntCC::Equal,
+                    C::ne => IntCC::NotEqual,
+                    C::s => IntCC::SignedLessThan,
+                    _ => IntCC::SignedGreaterThanOrEqual,
+                };
+                ic(self, c, r, z)
+            }
+            _ => return None,
+        })
+    }
+
+    fn narrow_zero(&mut self, size: u8) -> Value {
+        let ty = match size {
+            1 => types::I8,
+            2 => types::I16,
+            4 => types::I32,
+            _ => types::I64,
+        };
+        self.b.ins().iconst(ty, 0)
+    }
+}

@@ -1,0 +1,348 @@
+//! Native lowering of the first core subset (64-bit mode): MOV, MOVZX/MOVSX/MOVSXD, LEA,
+//! ADD/SUB/AND/OR/XOR/CMP/TEST with register, immediate or memory source, INC/DEC on
+//! registers, PUSH/POP r64, Jcc/JMP/CALL direct and RET. Everything else (and any form these
+//! do not cover: LOCK, segment registers, memory destinations of ALU ops, …) goes through the
+//! interpreter's handler.
+//!
+//! Each lowering keeps the handler's order: operands are read (memory may fault, leaving the
+//! block with RIP at the instruction and nothing changed), then results are written.
+
+use super::flags::FlagOp;
+use super::{Lower, Rip};
+use crate::frame::ret;
+use crate::helpers;
+use cranelift_codegen::ir::{condcodes::IntCC, InstBuilder, Value};
+use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
+use lockstep_interp::decode::DecodedInsn;
+use lockstep_interp::mmu::is_canonical;
+use lockstep_interp::operand::{gpr_ref, mask, op_size};
+use lockstep_interp::state::reg;
+
+/// What lowering did with an instruction.
+pub enum Outcome {
+    /// Lowered; the block continues after it.
+    Continue,
+    /// Lowered, and the block ended with it (branch): the exits are emitted.
+    Ended,
+    /// No native lowering: call the interpreter's handler.
+    NotNative,
+}
+
+fn is_gpr(r: Register) -> bool {
+    gpr_ref(r).is_some()
+}
+
+/// Operand `n` is a general-purpose register.
+fn reg_op(ins: &Instruction, n: u32) -> bool {
+    ins.op_kind(n) == OpKind::Register && is_gpr(ins.op_register(n))
+}
+
+fn mem_op(ins: &Instruction, n: u32) -> bool {
+    ins.op_kind(n) == OpKind::Memory && super::mem::addressable(ins)
+}
+
+/// An immediate operand as `read_op` gives it (already masked/sign-extended as iced says).
+fn imm(ins: &Instruction, n: u32) -> Option<u64> {
+    Some(match ins.op_kind(n) {
+        OpKind::Immediate8 => ins.immediate8() as u64,
+        OpKind::Immediate16 => ins.immediate16() as u64,
+        OpKind::Immediate32 => ins.immediate32() as u64,
+        OpKind::Immediate64 => ins.immediate64(),
+        OpKind::Immediate8to16 => ins.immediate8to16() as u16 as u64,
+        OpKind::Immediate8to32 => ins.immediate8to32() as u32 as u64,
+        OpKind::Immediate8to64 => ins.immediate8to64() as u64,
+        OpKind::Immediate32to64 => ins.immediate32to64() as u64,
+        _ => return None,
+    })
+}
+
+/// Does the native lowering cover this instruction (same decision as [`lower`])?
+pub fn is_native(d: &DecodedInsn) -> bool {
+    classify(&d.ins).is_some()
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Mov,
+    MovExt { signed: bool },
+    Lea,
+    Alu(FlagOp, bool /* writes dest */),
+    IncDec(FlagOp),
+    Push,
+    Pop,
+    Jcc,
+    Jmp,
+    Call,
+    Ret,
+}
+
+/// Which lowering applies, if any.
+fn classify(ins: &Instruction) -> Option<Kind> {
+    if ins.has_lock_prefix() || ins.code_size() != iced_x86::CodeSize::Code64 {
+        return None;
+    }
+    // Operand 1 is a register, an immediate or an addressable memory operand.
+    let src_ok = |ins: &Instruction| reg_op(ins, 1) || imm(ins, 1).is_some() || mem_op(ins, 1);
+    Some(match ins.mnemonic() {
+        Mnemonic::Mov => {
+            if ins.op_count() != 2 {
+                return None;
+            }
+            let ok = (reg_op(ins, 0) && src_ok(ins))
+                || (mem_op(ins, 0) && (reg_op(ins, 1) || imm(ins, 1).is_some()));
+            if !ok {
+                return None;
+            }
+            Kind::Mov
+        }
+        Mnemonic::Movzx | Mnemonic::Movsx | Mnemonic::Movsxd => {
+            if !(reg_op(ins, 0) && (reg_op(ins, 1) || mem_op(ins, 1))) {
+                return None;
+            }
+            Kind::MovExt {
+                signed: ins.mnemonic() != Mnemonic::Movzx,
+            }
+        }
+        Mnemonic::Lea => {
+            if !(reg_op(ins, 0) && mem_op(ins, 1)) {
+                return None;
+            }
+            Kind::Lea
+        }
+        Mnemonic::Add | Mnemonic::Sub | Mnemonic::And | Mnemonic::Or | Mnemonic::Xor => {
+            if !(reg_op(ins, 0) && src_ok(ins)) {
+                return None;
+            }
+            let op = match ins.mnemonic() {
+                Mnemonic::Add => FlagOp::Add,
+                Mnemonic::Sub => FlagOp::Sub,
+                _ => FlagOp::Logic,
+            };
+            Kind::Alu(op, true)
+        }
+        Mnemonic::Cmp | Mnemonic::Test => {
+            if !(reg_op(ins, 0) && src_ok(ins)) {
+                return None;
+            }
+            let op = if ins.mnemonic() == Mnemonic::Cmp {
+                FlagOp::Sub
+            } else {
+                FlagOp::Logic
+            };
+            Kind::Alu(op, false)
+        }
+        Mnemonic::Inc | Mnemonic::Dec => {
+            if !reg_op(ins, 0) {
+                return None;
+            }
+            Kind::IncDec(if ins.mnemonic() == Mnemonic::Inc {
+                FlagOp::Inc
+            } else {
+                FlagOp::Dec
+            })
+        }
+        Mnemonic::Push if ins.code() == Code::Push_r64 => Kind::Push,
+        Mnemonic::Pop if ins.code() == Code::Pop_r64 => Kind::Pop,
+        _ => match ins.code() {
+            Code::Jmp_rel8_64 | Code::Jmp_rel32_64 if is_canonical(ins.near_branch_target()) => {
+                Kind::Jmp
+            }
+            Code::Call_rel32_64 if is_canonical(ins.near_branch_target()) => Kind::Call,
+            Code::Retnq | Code::Retnq_imm16 => Kind::Ret,
+            _ if ins.flow_control() == FlowControl::ConditionalBranch
+                && ins.op0_kind() == OpKind::NearBranch64
+                && matches!(
+                    ins.mnemonic(),
+                    Mnemonic::Jo
+                        | Mnemonic::Jno
+                        | Mnemonic::Jb
+                        | Mnemonic::Jae
+                        | Mnemonic::Je
+                        | Mnemonic::Jne
+                        | Mnemonic::Jbe
+                        | Mnemonic::Ja
+                        | Mnemonic::Js
+                        | Mnemonic::Jns
+                        | Mnemonic::Jp
+                        | Mnemonic::Jnp
+                        | Mnemonic::Jl
+                        | Mnemonic::Jge
+                        | Mnemonic::Jle
+                        | Mnemonic::Jg
+                )
+                && is_canonical(ins.near_branch_target()) =>
+            {
+                Kind::Jcc
+            }
+            _ => return None,
+        },
+    })
+}
+
+/// Read source operand `n` (register, immediate or memory) zero-extended, masked to `size`.
+fn read_src(l: &mut Lower, ins: &Instruction, n: u32, size: u8) -> Value {
+    if let Some(v) = imm(ins, n) {
+        return l.iconst(v & mask(size));
+    }
+    match ins.op_kind(n) {
+        OpKind::Register => l.read_reg(ins.op_register(n)),
+        _ => {
+            let a = l.mem_addr(ins);
+            l.load(a, ins.memory_size().size() as u8)
+        }
+    }
+}
+
+/// Lower `d` natively if the subset covers it.
+pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
+    let ins = &d.ins;
+    let Some(kind) = classify(ins) else {
+        return Outcome::NotNative;
+    };
+    match kind {
+        Kind::Mov => {
+            let size = op_size(ins, 0);
+            if ins.op0_kind() == OpKind::Register {
+                let v = read_src(l, ins, 1, size);
+                l.write_reg(ins.op0_register(), v);
+                l.retire();
+            } else {
+                let v = read_src(l, ins, 1, size);
+                let a = l.mem_addr(ins);
+                let st = l.store(a, size, v);
+                l.retire();
+                l.smc_exit_if(st);
+            }
+        }
+        Kind::MovExt { signed } => {
+            let ssize = op_size(ins, 1);
+            let v = read_src(l, ins, 1, ssize);
+            let v = if signed { l.sext(v, ssize) } else { v };
+            l.write_reg(ins.op0_register(), v);
+            l.retire();
+        }
+        Kind::Lea => {
+            let off = l.effective_offset(ins);
+            l.write_reg(ins.op0_register(), off);
+            l.retire();
+        }
+        Kind::Alu(op, writes) => {
+            let size = op_size(ins, 0);
+            let b = read_src(l, ins, 1, size);
+            let a = l.read_reg(ins.op0_register());
+            let r = match (ins.mnemonic(), op) {
+                (_, FlagOp::Add) => l.b.ins().iadd(a, b),
+                (_, FlagOp::Sub) => l.b.ins().isub(a, b),
+                (Mnemonic::Or, _) => l.b.ins().bor(a, b),
+                (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
+                _ => l.b.ins().band(a, b),
+            };
+            let r = l.zext(r, size);
+            if writes {
+                l.write_reg(ins.op0_register(), r);
+            }
+            l.set_flags(op, a, b, r, size);
+            l.retire();
+        }
+        Kind::IncDec(op) => {
+            let size = op_size(ins, 0);
+            let a = l.read_reg(ins.op0_register());
+            let one = l.iconst(1);
+            let r = if op == FlagOp::Inc {
+                l.b.ins().iadd(a, one)
+            } else {
+                l.b.ins().isub(a, one)
+            };
+            let r = l.zext(r, size);
+            l.write_reg(ins.op0_register(), r);
+            l.set_flags(op, a, one, r, size);
+            l.retire();
+        }
+        Kind::Push => {
+            let v = l.read_reg(ins.op0_register());
+            let rsp = l.gpr(reg::RSP);
+            let new = l.b.ins().iadd_imm_s(rsp, -8);
+            let st = l.store(super::mem::Addr { lin: new, ss: true }, 8, v);
+            l.set_gpr(reg::RSP, new);
+            l.retire();
+            l.smc_exit_if(st);
+        }
+        Kind::Pop => {
+            let rsp = l.gpr(reg::RSP);
+            let v = l.load(super::mem::Addr { lin: rsp, ss: true }, 8);
+            let new = l.b.ins().iadd_imm_s(rsp, 8);
+            l.set_gpr(reg::RSP, new);
+            l.write_reg(ins.op0_register(), v);
+            l.retire();
+        }
+        Kind::Jmp => {
+            l.retire();
+            l.end_block(Rip::Const(ins.near_branch_target()));
+            return Outcome::Ended;
+        }
+        Kind::Call => {
+            let rsp = l.gpr(reg::RSP);
+            let new = l.b.ins().iadd_imm_s(rsp, -8);
+            let ret_addr = l.iconst(ins.next_ip());
+            let st = l.store(super::mem::Addr { lin: new, ss: true }, 8, ret_addr);
+            l.set_gpr(reg::RSP, new);
+            l.retire();
+            // A store into code ends the block anyway: the exit below is the same.
+            let _ = st;
+            l.end_block(Rip::Const(ins.near_branch_target()));
+            return Outcome::Ended;
+        }
+        Kind::Ret => {
+            let rsp = l.gpr(reg::RSP);
+            let target = l.load(super::mem::Addr { lin: rsp, ss: true }, 8);
+            // Non-canonical target: #GP(0) at the RET, before RSP moves.
+            let t = l.b.ins().ishl_imm_s(target, 16);
+            let t = l.b.ins().sshr_imm_s(t, 16);
+            let bad = l.b.ins().icmp(IntCC::NotEqual, t, target);
+            let gp = l.b.create_block();
+            let ok = l.b.create_block();
+            l.b.set_cold_block(gp);
+            l.b.ins().brif(bad, gp, &[], ok, &[]);
+            l.b.seal_block(gp);
+            l.b.seal_block(ok);
+            l.b.switch_to_block(gp);
+            let f = l.iconst(helpers::raise as *const () as u64);
+            let kind = l.iconst(0);
+            let frame = l.frame;
+            l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
+            let ip = l.ins_ip;
+            let code =
+                l.b.ins()
+                    .iconst(cranelift_codegen::ir::types::I32, ret::STOP as i64);
+            l.emit_exit_code(Some(Rip::Const(ip)), code);
+            l.b.switch_to_block(ok);
+            let extra = if ins.op_count() > 0 {
+                ins.immediate16() as i64
+            } else {
+                0
+            };
+            let new = l.b.ins().iadd_imm_s(rsp, 8 + extra);
+            l.set_gpr(reg::RSP, new);
+            l.retire();
+            l.end_block(Rip::Dyn(target));
+            return Outcome::Ended;
+        }
+        Kind::Jcc => {
+            let c = l.cond(ins.condition_code());
+            l.retire();
+            // All flags are live at the exits: fold them in once, before the branch.
+            l.sync_flags();
+            let taken = l.b.create_block();
+            let fall = l.b.create_block();
+            l.b.ins().brif(c, taken, &[], fall, &[]);
+            l.b.seal_block(taken);
+            l.b.seal_block(fall);
+            l.b.switch_to_block(taken);
+            l.end_block(Rip::Const(ins.near_branch_target()));
+            l.b.switch_to_block(fall);
+            l.end_block(Rip::Const(ins.next_ip()));
+            return Outcome::Ended;
+        }
+    }
+    Outcome::Continue
+}

@@ -1,0 +1,311 @@
+//! Guest memory in compiled code: effective addresses (64-bit mode), and loads/stores with an
+//! inline software-TLB fast path (tag compare, same page → host pointer) and the `Ctx` slow
+//! path through a helper (misses, page crossings, MMIO, code pages, faults).
+
+use super::{guest_mem, host_mem, Lower};
+use crate::frame::{seg_base_off, Frame};
+use crate::helpers::{self, INFO_SS};
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
+use iced_x86::{Instruction, Register};
+use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
+use lockstep_interp::operand::gpr_ref;
+use lockstep_interp::state::sreg;
+
+/// A memory operand's linear address and whether it is SS-relative (#SS instead of #GP for a
+/// non-canonical address).
+#[derive(Clone, Copy)]
+pub struct Addr {
+    pub lin: Value,
+    pub ss: bool,
+}
+
+/// Address size of a memory operand in 64-bit mode, as `lockstep_interp::operand` decides it.
+fn addr_size(ins: &Instruction) -> u8 {
+    let b = ins.memory_base();
+    if b == Register::RIP || (Register::RAX..=Register::R15).contains(&b) {
+        return 8;
+    }
+    if b == Register::EIP || (Register::EAX..=Register::R15D).contains(&b) {
+        return 4;
+    }
+    if b != Register::None {
+        return 2;
+    }
+    let i = ins.memory_index();
+    if i != Register::None {
+        return i.size() as u8;
+    }
+    match ins.memory_displ_size() {
+        2 => 2,
+        _ => 8,
+    }
+}
+
+/// Can the memory operand be addressed natively (64-bit mode, GPR base/index only)?
+pub fn addressable(ins: &Instruction) -> bool {
+    let b = ins.memory_base();
+    let i = ins.memory_index();
+    let base_ok =
+        matches!(b, Register::None | Register::RIP | Register::EIP) || gpr_ref(b).is_some();
+    let index_ok = i == Register::None || (gpr_ref(i).is_some() && i.size() >= 4);
+    base_ok && index_ok && addr_size(ins) >= 4
+}
+
+impl Lower<'_> {
+    /// Zero-extended value of a GPR operand of any width.
+    pub fn read_reg(&mut self, r: Register) -> Value {
+        let g = gpr_ref(r).expect("GPR operand");
+        let v = self.gpr(g.index);
+        if g.high {
+            let t = self.b.ins().ushr_imm_s(v, 8);
+            self.b.ins().band_imm_s(t, 0xff)
+        } else {
+            self.zext(v, g.size)
+        }
+    }
+
+    /// Write a GPR operand with the x86 width rules (32-bit zero-extends, 8/16-bit merge).
+    pub fn write_reg(&mut self, r: Register, v: Value) {
+        let g = gpr_ref(r).expect("GPR operand");
+        let new = match (g.size, g.high) {
+            (8, _) => v,
+            (4, _) => self.zext(v, 4),
+            (size, high) => {
+                let old = self.gpr(g.index);
+                let m: u64 = if size == 2 { 0xffff } else { 0xff };
+                let sh = if high { 8 } else { 0 };
+                let keep = self.b.ins().band_imm_s(old, !((m << sh) as i64));
+                let part = self.b.ins().band_imm_s(v, m as i64);
+                let part = if high {
+                    self.b.ins().ishl_imm_s(part, 8)
+                } else {
+                    part
+                };
+                self.b.ins().bor(keep, part)
+            }
+        };
+        self.set_gpr(g.index, new);
+    }
+
+    /// Low `size` bytes of `v`, zero-extended.
+    pub fn zext(&mut self, v: Value, size: u8) -> Value {
+        match size {
+            1 => {
+                let t = self.b.ins().ireduce(types::I8, v);
+                self.b.ins().uextend(types::I64, t)
+            }
+            2 => {
+                let t = self.b.ins().ireduce(types::I16, v);
+                self.b.ins().uextend(types::I64, t)
+            }
+            4 => {
+                let t = self.b.ins().ireduce(types::I32, v);
+                self.b.ins().uextend(types::I64, t)
+            }
+            _ => v,
+        }
+    }
+
+    /// Low `size` bytes of `v`, sign-extended.
+    pub fn sext(&mut self, v: Value, size: u8) -> Value {
+        match size {
+            1 | 2 | 4 => {
+                let t = self.narrow(v, size);
+                self.b.ins().sextend(types::I64, t)
+            }
+            _ => v,
+        }
+    }
+
+    /// Effective address (offset before segmentation), masked to the address size.
+    pub fn effective_offset(&mut self, ins: &Instruction) -> Value {
+        let base = ins.memory_base();
+        let mut ea = self.iconst(ins.memory_displacement64());
+        if !matches!(base, Register::None | Register::RIP | Register::EIP) {
+            let v = self.read_reg(base);
+            ea = self.b.ins().iadd(ea, v);
+        }
+        let index = ins.memory_index();
+        if index != Register::None {
+            let v = self.read_reg(index);
+            let s = match ins.memory_index_scale() {
+                2 => self.b.ins().ishl_imm_s(v, 1),
+                4 => self.b.ins().ishl_imm_s(v, 2),
+                8 => self.b.ins().ishl_imm_s(v, 3),
+                _ => v,
+            };
+            ea = self.b.ins().iadd(ea, s);
+        }
+        match addr_size(ins) {
+            8 => ea,
+            4 => self.zext(ea, 4),
+            _ => self.zext(ea, 2),
+        }
+    }
+
+    /// Linear address of the memory operand (64-bit mode: only FS and GS have a base).
+    pub fn mem_addr(&mut self, ins: &Instruction) -> Addr {
+        let seg = ins.memory_segment();
+        let off = self.effective_offset(ins);
+        let lin = match seg {
+            Register::FS | Register::GS => {
+                let i = if seg == Register::FS {
+                    sreg::FS
+                } else {
+                    sreg::GS
+                };
+                let base = self
+                    .b
+                    .ins()
+                    .load(types::I64, host_mem(), self.state, seg_base_off(i));
+                self.b.ins().iadd(off, base)
+            }
+            _ => off,
+        };
+        Addr {
+            lin,
+            ss: seg == Register::SS,
+        }
+    }
+
+    /// Read TLB, write TLB and RAM base pointers (loaded once, on the main path).
+    fn mem_base(&mut self) -> (Value, Value, Value) {
+        if let Some(m) = self.mem_base {
+            return m;
+        }
+        let f = self.frame;
+        let r = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), f, Frame::OFF_TLB_READ);
+        let w = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), f, Frame::OFF_TLB_WRITE);
+        let ram = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), f, Frame::OFF_RAM_BASE);
+        self.mem_base = Some((r, w, ram));
+        (r, w, ram)
+    }
+
+    /// TLB probe: (hit and the access stays inside the page, address of the entry).
+    fn tlb_probe(&mut self, table: Value, lin: Value, size: u8) -> (Value, Value) {
+        let vpn = self.b.ins().ushr_imm_s(lin, 12);
+        let slot = self.b.ins().band_imm_s(vpn, (TLB_ENTRIES - 1) as i64);
+        let off = self.b.ins().imul_imm_s(slot, TLB_ENTRY_BYTES as i64);
+        let entry = self.b.ins().iadd(table, off);
+        let tag = self.b.ins().load(types::I64, host_mem(), entry, 0);
+        let hit = self.b.ins().icmp(IntCC::Equal, tag, vpn);
+        let page_off = self.b.ins().band_imm_s(lin, 0xfff);
+        let fits =
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, page_off, 4096 - size as i64);
+        let ok = self.b.ins().band(hit, fits);
+        (ok, entry)
+    }
+
+    /// Host address of a TLB hit.
+    fn host_addr(&mut self, entry: Value, lin: Value, ram: Value) -> Value {
+        let phys = self.b.ins().load(types::I64, host_mem(), entry, 8);
+        let page_off = self.b.ins().band_imm_s(lin, 0xfff);
+        let p = self.b.ins().iadd(ram, phys);
+        self.b.ins().iadd(p, page_off)
+    }
+
+    /// Load `size` bytes at `a` (zero-extended). A fault leaves the block with RIP at the
+    /// current instruction.
+    pub fn load(&mut self, a: Addr, size: u8) -> Value {
+        let (tr, _, ram) = self.mem_base();
+        let (ok, entry) = self.tlb_probe(tr, a.lin, size);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.append_block_param(join, types::I64);
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.seal_block(fast);
+        self.b.seal_block(slow);
+
+        self.b.switch_to_block(fast);
+        let host = self.host_addr(entry, a.lin, ram);
+        let v = match size {
+            1 => self.b.ins().uload8(types::I64, guest_mem(), host, 0),
+            2 => self.b.ins().uload16(types::I64, guest_mem(), host, 0),
+            4 => self.b.ins().uload32(guest_mem(), host, 0),
+            _ => self.b.ins().load(types::I64, guest_mem(), host, 0),
+        };
+        self.b.ins().jump(join, &[v.into()]);
+
+        self.b.switch_to_block(slow);
+        let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
+        let f = self.iconst(helpers::load as *const () as u64);
+        let frame = self.frame;
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.sigs.load, f, &[frame, a.lin, info]);
+        let v = self.b.inst_results(call)[0];
+        let fault = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), frame, Frame::OFF_MEM_FAULT);
+        self.fault_exit_if(fault);
+        self.b.ins().jump(join, &[v.into()]);
+
+        self.b.seal_block(join);
+        self.b.switch_to_block(join);
+        self.b.block_params(join)[0]
+    }
+
+    /// Store the low `size` bytes of `v` at `a`. A fault leaves the block with RIP at the
+    /// current instruction. Returns the self-modifying-code status (non-zero: the store hit
+    /// decoded code; end the block after the instruction with [`Lower::smc_exit_if`]).
+    pub fn store(&mut self, a: Addr, size: u8, v: Value) -> Value {
+        let (_, tw, ram) = self.mem_base();
+        let (ok, entry) = self.tlb_probe(tw, a.lin, size);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.append_block_param(join, types::I32);
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.seal_block(fast);
+        self.b.seal_block(slow);
+
+        // Write-TLB entries never point at pages holding decoded code, so the fast path
+        // needs no self-modifying-code check.
+        self.b.switch_to_block(fast);
+        let host = self.host_addr(entry, a.lin, ram);
+        match size {
+            1 => self.b.ins().istore8(guest_mem(), v, host, 0),
+            2 => self.b.ins().istore16(guest_mem(), v, host, 0),
+            4 => self.b.ins().istore32(guest_mem(), v, host, 0),
+            _ => self.b.ins().store(guest_mem(), v, host, 0),
+        };
+        let zero = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().jump(join, &[zero.into()]);
+
+        self.b.switch_to_block(slow);
+        let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
+        let f = self.iconst(helpers::store as *const () as u64);
+        let frame = self.frame;
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.sigs.store, f, &[frame, a.lin, info, v]);
+        let status = self.b.inst_results(call)[0];
+        let fault = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, status, crate::frame::ret::STOP as i64);
+        self.fault_exit_if(fault);
+        self.b.ins().jump(join, &[status.into()]);
+
+        self.b.seal_block(join);
+        self.b.switch_to_block(join);
+        self.b.block_params(join)[0]
+    }
+}

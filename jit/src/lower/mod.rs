@@ -1,0 +1,370 @@
+//! Lifting one decoded guest block to Cranelift IR: guest registers cached in SSA variables,
+//! lazy status flags (computed only where read or at an exit), exits that write the cache back,
+//! memory accesses with an inline software-TLB fast path, and the interpreter trampoline for
+//! every instruction without a native lowering.
+//!
+//! The block's main path is straight-line (one guest instruction after another); every exit
+//! (a fault, a store into code, a branch) leaves it through a side block that writes back the
+//! registers dirty at that point. So compile-time sets (`loaded`, `dirty`, pending flags) are
+//! exact at each point of the main path.
+
+mod flags;
+mod insn;
+mod mem;
+
+use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
+use cranelift_codegen::ir::{
+    condcodes::IntCC, types, AbiParam, InstBuilder, MemFlagsData, SigRef, Signature, Value,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::{FunctionBuilder, Variable};
+use flags::Pending;
+use lockstep_interp::decode::{Block, DecodedInsn};
+
+pub use insn::is_native;
+
+/// Index of the RFLAGS variable (after the 16 GPRs).
+const RFLAGS: usize = 16;
+
+/// Signatures and addresses of the helpers compiled code calls.
+#[derive(Clone, Copy)]
+pub struct HelperSigs {
+    pub exec: SigRef,
+    pub load: SigRef,
+    pub store: SigRef,
+    pub raise: SigRef,
+}
+
+/// Native-code statistics of one translated block.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LowerStats {
+    pub native: u32,
+    pub helper: u32,
+}
+
+/// The lifting state of one block.
+pub struct Lower<'a> {
+    pub b: FunctionBuilder<'a>,
+    state: Value,
+    frame: Value,
+    retired_ptr: Value,
+    /// GPR0..15 and RFLAGS.
+    vars: [Variable; 17],
+    /// Bit i: variable i holds the register's current value.
+    loaded: u32,
+    /// Bit i: variable i differs from memory (write back at exits).
+    dirty: u32,
+    /// Status flags not yet folded into the RFLAGS variable.
+    pending: Vec<Pending>,
+    /// `retired` at the last synchronisation point, plus `k` natively retired since.
+    ret_var: Variable,
+    k: i64,
+    /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
+    mem_base: Option<(Value, Value, Value)>,
+    sigs: HelperSigs,
+    /// The instruction being lowered.
+    ins_ip: u64,
+    next_ip: u64,
+    /// RIP in memory is already the right value for the next exit (after a trampoline call).
+    rip_in_memory: bool,
+    pub stats: LowerStats,
+}
+
+/// `extern "C"` signature of a block: `(state, frame) -> status`.
+pub fn block_signature(call_conv: CallConv) -> Signature {
+    let mut s = Signature::new(call_conv);
+    s.params.push(AbiParam::new(types::I64));
+    s.params.push(AbiParam::new(types::I64));
+    s.returns.push(AbiParam::new(types::I32));
+    s
+}
+
+/// Helper signatures: exec(frame, insn) -> u32; load(frame, lin, info) -> u64;
+/// store(frame, lin, info, val) -> u32; raise(frame, kind).
+pub fn helper_signatures(call_conv: CallConv) -> [Signature; 4] {
+    let p = |n: usize| {
+        (0..n)
+            .map(|_| AbiParam::new(types::I64))
+            .collect::<Vec<_>>()
+    };
+    let mut exec = Signature::new(call_conv);
+    exec.params = p(2);
+    exec.returns.push(AbiParam::new(types::I32));
+    let mut load = Signature::new(call_conv);
+    load.params = p(3);
+    load.returns.push(AbiParam::new(types::I64));
+    let mut store = Signature::new(call_conv);
+    store.params = p(4);
+    store.returns.push(AbiParam::new(types::I32));
+    let mut raise = Signature::new(call_conv);
+    raise.params = p(2);
+    [exec, load, store, raise]
+}
+
+/// Guest memory: never traps (RAM is mapped), may be unaligned.
+fn guest_mem() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// Host-side records (CpuState, Frame, TLB): aligned, never trapping.
+fn host_mem() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+/// Lift `block` into the function under construction in `b` (its signature must be
+/// [`block_signature`]).
+pub fn lower_block(
+    mut b: FunctionBuilder<'_>,
+    block: &Block,
+    native: bool,
+    frontend: cranelift_codegen::isa::TargetFrontendConfig,
+    sig_for: impl Fn(&mut FunctionBuilder<'_>) -> HelperSigs,
+) -> LowerStats {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let state = b.block_params(entry)[0];
+    let frame = b.block_params(entry)[1];
+    let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
+    let ret_var = b.declare_var(types::I64);
+    let retired_ptr = b
+        .ins()
+        .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
+    let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
+    b.def_var(ret_var, r0);
+    let sigs = sig_for(&mut b);
+    let mut l = Lower {
+        b,
+        state,
+        frame,
+        retired_ptr,
+        vars,
+        loaded: 0,
+        dirty: 0,
+        pending: Vec::new(),
+        ret_var,
+        k: 0,
+        mem_base: None,
+        sigs,
+        ins_ip: 0,
+        next_ip: 0,
+        rip_in_memory: false,
+        stats: LowerStats::default(),
+    };
+    let n = block.insns.len();
+    let mut ended = false;
+    for (i, d) in block.insns.iter().enumerate() {
+        l.ins_ip = d.ins.ip();
+        l.next_ip = d.ins.next_ip();
+        let outcome = if native {
+            insn::lower(&mut l, d)
+        } else {
+            insn::Outcome::NotNative
+        };
+        match outcome {
+            insn::Outcome::Continue => {
+                l.stats.native += 1;
+                l.rip_in_memory = false;
+            }
+            insn::Outcome::Ended => {
+                l.stats.native += 1;
+                ended = true;
+                break;
+            }
+            insn::Outcome::NotNative => {
+                l.stats.helper += 1;
+                l.call_handler(d, n - i - 1);
+            }
+        }
+    }
+    if !ended {
+        let rip = if l.rip_in_memory {
+            None
+        } else {
+            Some(Rip::Const(l.next_ip))
+        };
+        l.emit_exit(rip, ret::DISPATCH);
+    }
+    l.b.seal_all_blocks();
+    let stats = l.stats;
+    l.b.finalize(frontend);
+    stats
+}
+
+/// Where an exit's RIP comes from.
+#[derive(Clone, Copy)]
+pub enum Rip {
+    Const(u64),
+    Dyn(Value),
+}
+
+impl Lower<'_> {
+    // ----- registers -----
+
+    /// Current 64-bit value of GPR `i` (loaded on first use).
+    pub fn gpr(&mut self, i: usize) -> Value {
+        if self.loaded & (1 << i) == 0 {
+            let off = if i == RFLAGS { OFF_RFLAGS } else { gpr_off(i) };
+            let v = self.b.ins().load(types::I64, host_mem(), self.state, off);
+            self.b.def_var(self.vars[i], v);
+            self.loaded |= 1 << i;
+        }
+        self.b.use_var(self.vars[i])
+    }
+
+    /// Set GPR `i` to the 64-bit `v`.
+    pub fn set_gpr(&mut self, i: usize, v: Value) {
+        self.b.def_var(self.vars[i], v);
+        self.loaded |= 1 << i;
+        self.dirty |= 1 << i;
+    }
+
+    pub fn iconst(&mut self, v: u64) -> Value {
+        self.b.ins().iconst(types::I64, v as i64)
+    }
+
+    // ----- exits -----
+
+    /// Emit, in the current (side) block, the exit: write back dirty registers and the flags,
+    /// RIP and `retired`, then return `code`. Leaves the compile-time state untouched.
+    fn emit_exit_code(&mut self, rip: Option<Rip>, code: Value) {
+        for i in 0..16 {
+            if self.dirty & (1 << i) != 0 {
+                let v = self.b.use_var(self.vars[i]);
+                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+            }
+        }
+        if let Some(f) = self.flags_value() {
+            self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+        }
+        match rip {
+            Some(Rip::Const(r)) => {
+                let v = self.iconst(r);
+                self.b.ins().store(host_mem(), v, self.state, OFF_RIP);
+            }
+            Some(Rip::Dyn(v)) => {
+                self.b.ins().store(host_mem(), v, self.state, OFF_RIP);
+            }
+            None => {}
+        }
+        if self.k != 0 {
+            let r = self.b.use_var(self.ret_var);
+            let r = self.b.ins().iadd_imm_s(r, self.k);
+            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+        }
+        self.b.ins().return_(&[code]);
+    }
+
+    fn emit_exit(&mut self, rip: Option<Rip>, code: u32) {
+        let c = self.b.ins().iconst(types::I32, code as i64);
+        self.emit_exit_code(rip, c);
+    }
+
+    /// Leave the block through a cold side exit when `cond` is true; continue on the main path
+    /// otherwise.
+    pub fn side_exit_if(&mut self, cond: Value, rip: Option<Rip>, code: Option<Value>, k: u32) {
+        let exit = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(exit);
+        self.b.ins().brif(cond, exit, &[], cont, &[]);
+        self.b.seal_block(exit);
+        self.b.seal_block(cont);
+        self.b.switch_to_block(exit);
+        let code = match code {
+            Some(c) => c,
+            None => self.b.ins().iconst(types::I32, k as i64),
+        };
+        self.emit_exit_code(rip, code);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Side exit for a fault of the current instruction (its helper stored the reason):
+    /// RIP back at the instruction, nothing of it retired.
+    pub fn fault_exit_if(&mut self, cond: Value) {
+        let ip = self.ins_ip;
+        self.side_exit_if(cond, Some(Rip::Const(ip)), None, ret::STOP);
+    }
+
+    /// End the block here: the current instruction is complete (counted in `k`), continue at
+    /// `rip`.
+    pub fn end_block(&mut self, rip: Rip) {
+        self.emit_exit(Some(rip), ret::DISPATCH);
+    }
+
+    /// Count the current instruction as retired (after its last fallible step).
+    pub fn retire(&mut self) {
+        self.k += 1;
+    }
+
+    /// After a store that may have hit decoded code (`status` = [`ret::DISPATCH`]), end the
+    /// block once the instruction is complete (call after [`Lower::retire`]).
+    pub fn smc_exit_if(&mut self, status: Value) {
+        let next = self.next_ip;
+        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
+        self.side_exit_if(c, Some(Rip::Const(next)), None, ret::DISPATCH);
+    }
+
+    // ----- the trampoline -----
+
+    /// Run `d` through the interpreter's handler: write everything back, call, forget the
+    /// cache, and leave the block if the instruction said so. `after`: instructions that
+    /// follow in the block (a REP string that used up budget must not let them run).
+    fn call_handler(&mut self, d: &DecodedInsn, after: usize) {
+        self.write_back();
+        let insn = self.iconst(d as *const DecodedInsn as u64);
+        let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
+        let frame = self.frame;
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.sigs.exec, f, &[frame, insn]);
+        let status = self.b.inst_results(call)[0];
+        self.loaded = 0;
+        self.dirty = 0;
+        self.pending.clear();
+        self.k = 0;
+        let r = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.retired_ptr, 0);
+        self.b.def_var(self.ret_var, r);
+        self.rip_in_memory = true;
+        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
+        // Everything is in memory: the exit only returns the status.
+        self.side_exit_if(c, None, Some(status), 0);
+        let rep = d.ins.has_rep_prefix() || d.ins.has_repne_prefix();
+        if after > 0 && rep && d.ins.is_string_instruction() {
+            let be = self
+                .b
+                .ins()
+                .load(types::I64, host_mem(), self.frame, Frame::OFF_BUDGET_END);
+            let left = self.b.ins().isub(be, r);
+            let short = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedLessThan, left, after as i64);
+            self.side_exit_if(short, None, None, ret::DISPATCH);
+        }
+    }
+
+    /// Store every dirty register, the flags and `retired` (before a trampoline call).
+    fn write_back(&mut self) {
+        self.sync_flags();
+        for i in 0..17 {
+            if self.dirty & (1 << i) != 0 {
+                let v = self.b.use_var(self.vars[i]);
+                let off = if i == RFLAGS { OFF_RFLAGS } else { gpr_off(i) };
+                self.b.ins().store(host_mem(), v, self.state, off);
+            }
+        }
+        self.dirty = 0;
+        if self.k != 0 {
+            let r = self.b.use_var(self.ret_var);
+            let r = self.b.ins().iadd_imm_s(r, self.k);
+            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+            self.b.def_var(self.ret_var, r);
+            self.k = 0;
+        }
+    }
+}

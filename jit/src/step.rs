@@ -1,0 +1,73 @@
+//! One interpreted instruction with the engine contract of `lockstep_interp::Interpreter`
+//! (RIP first, handler, retire, faults, SYSCALL/HLT, partial REP, self-modifying code), used by
+//! the dispatcher's interpreted blocks and by the trampoline that compiled code calls.
+
+use lockstep_interp::decode::{Block, DecodedInsn};
+use lockstep_interp::{Ctx, ExitReason, Trap};
+
+/// Outcome of one instruction.
+pub enum Step {
+    /// Completed; the next instruction of the block follows.
+    Next,
+    /// Completed (or stopped part-way, REP) in a way that ends the block: a store hit decoded
+    /// code, or a REP string must be re-executed. RIP and `retired` are exact.
+    Leave,
+    /// The engine stops.
+    Stop(ExitReason),
+}
+
+/// Execute one decoded instruction exactly as the interpreter's run loop does.
+#[inline]
+pub fn step(ctx: &mut Ctx, d: &DecodedInsn) -> Step {
+    ctx.cpu.state.rip = d.ins.next_ip();
+    ctx.ss_operand = false;
+    match (d.handler)(ctx, &d.ins) {
+        Ok(()) => {
+            ctx.cpu.retired += 1;
+            if ctx.cpu.smc {
+                // A store hit decoded code: the rest of this block may be stale.
+                ctx.cpu.smc = false;
+                Step::Leave
+            } else {
+                Step::Next
+            }
+        }
+        Err(Trap::Fault(f)) => {
+            if f.is_trap() {
+                ctx.cpu.retired += 1;
+            } else {
+                ctx.cpu.state.rip = d.ins.ip();
+            }
+            Step::Stop(ExitReason::Exception(f))
+        }
+        Err(Trap::Syscall) => {
+            ctx.cpu.retired += 1;
+            Step::Stop(ExitReason::Syscall)
+        }
+        Err(Trap::Halt) => {
+            ctx.cpu.retired += 1;
+            Step::Stop(ExitReason::Halt)
+        }
+        Err(Trap::Partial) => {
+            // The handler counted the iterations it did; re-execute later.
+            ctx.cpu.state.rip = d.ins.ip();
+            Step::Leave
+        }
+    }
+}
+
+/// Interpret `block` from instruction `from`, checking the budget before each instruction.
+/// `None`: the block ended (or was left); keep dispatching.
+pub fn interp_block(ctx: &mut Ctx, block: &Block, from: usize) -> Option<ExitReason> {
+    for d in block.insns.get(from..).unwrap_or(&[]) {
+        if ctx.cpu.retired >= ctx.cpu.budget_end {
+            return Some(ExitReason::Budget);
+        }
+        match step(ctx, d) {
+            Step::Next => {}
+            Step::Leave => return None,
+            Step::Stop(r) => return Some(r),
+        }
+    }
+    None
+}

@@ -1,0 +1,383 @@
+//! `--verify`: run the JIT and the interpreter over the same blocks and compare.
+//!
+//! For each block: snapshot the CPU (state, retired count, RDRAND stream, TLB), run one JIT
+//! dispatch with RAM's write log on, read what it wrote, undo those writes, restore the CPU,
+//! run the interpreter for exactly as many instructions (one more when the JIT stopped on a
+//! fault, so that the interpreter reaches it too), and compare exits, the full `CpuState`,
+//! the retired count, the RDRAND stream and every written byte. The interpreter's result is
+//! kept. While verifying, the TLB caches no write translations, so every store (also the
+//! JIT's inline fast path, which then always misses) goes through the logged slow path; the
+//! code the JIT emits is the same as without `--verify`. Each block is decoded before the
+//! snapshot, so decoding's side effects (accessed bits set by the fetch walk) are outside the
+//! comparison.
+
+use crate::engine::{Jit, JitConfig};
+use iced_x86::{Formatter, IntelFormatter};
+use lockstep_interp::state::CpuState;
+use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, Fault, GuestRam, Interpreter};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The first difference found, as a printable report.
+#[derive(Debug, Clone)]
+pub struct Divergence {
+    pub report: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.report)
+    }
+}
+
+/// The verifying engine.
+pub struct Verify {
+    pub jit: Jit,
+    /// Blocks compared so far.
+    pub blocks_checked: u64,
+    /// Of those, blocks that ran as compiled code.
+    pub compiled_checked: u64,
+    /// When set, [`Engine::run`] prints the report to stderr and ends the process with this
+    /// code at the first divergence; otherwise the divergence is kept in `divergence` and the
+    /// run stops with a #UD exit.
+    pub exit_code: Option<i32>,
+    /// Extra text for reports (e.g. the command that reproduces the run).
+    pub context: String,
+    pub divergence: Option<Divergence>,
+}
+
+impl Verify {
+    pub fn new(mut config: JitConfig) -> Self {
+        config.keep_ir = true;
+        Verify {
+            jit: Jit::new(config),
+            blocks_checked: 0,
+            compiled_checked: 0,
+            exit_code: None,
+            context: String::new(),
+            divergence: None,
+        }
+    }
+
+    /// Run at most `budget` instructions, block by block, comparing after each block.
+    pub fn run_checked(
+        &mut self,
+        cpu: &mut Cpu,
+        ram: &mut GuestRam,
+        bus: &mut dyn Bus,
+        budget: u64,
+    ) -> Result<Exit, Divergence> {
+        let start = cpu.retired;
+        let end = start.saturating_add(budget);
+        cpu.tlb.set_no_write_entries(true);
+        let result = loop {
+            if cpu.retired >= end {
+                break Ok(ExitReason::Budget);
+            }
+            match self.one_block(cpu, ram, bus, end - cpu.retired) {
+                Err(d) => break Err(d),
+                Ok(ExitReason::Budget) => {}
+                Ok(r) => break Ok(r),
+            }
+        };
+        cpu.tlb.set_no_write_entries(false);
+        ram.write_log = None;
+        result.map(|reason| Exit {
+            retired: cpu.retired - start,
+            reason,
+        })
+    }
+
+    fn one_block(
+        &mut self,
+        cpu: &mut Cpu,
+        ram: &mut GuestRam,
+        bus: &mut dyn Bus,
+        remaining: u64,
+    ) -> Result<ExitReason, Divergence> {
+        // Decode the block first, outside the comparison: decoding has side effects (the page
+        // walk of a straddling instruction's second page sets accessed bits) that only the
+        // first of the two runs would otherwise have. A fault here is met again by both runs.
+        let _ = Ctx::new(cpu, ram, bus).block_at_rip();
+        let s0 = cpu.state.clone();
+        let r0 = cpu.retired;
+        let rng0 = cpu.rng.clone();
+        let tlb0 = cpu.tlb.clone();
+        let smc0 = cpu.smc;
+
+        ram.write_log = Some(Vec::new());
+        let (ej, d) = self.jit.run_block(cpu, ram, bus, remaining);
+        let log_j = ram.write_log.take().unwrap_or_default();
+        let s1 = cpu.state.clone();
+        let r1 = cpu.retired;
+        let rng1 = cpu.rng.clone();
+        let new_j: Vec<(u64, Vec<u8>)> = log_j
+            .iter()
+            .map(|(a, old)| {
+                let a = *a as usize;
+                (a as u64, ram.bytes()[a..a + old.len()].to_vec())
+            })
+            .collect();
+        for (a, old) in log_j.iter().rev() {
+            let a = *a as usize;
+            ram.bytes_mut()[a..a + old.len()].copy_from_slice(old);
+        }
+        cpu.state = s0.clone();
+        cpu.retired = r0;
+        cpu.rng = rng0;
+        cpu.tlb = tlb0;
+        cpu.smc = smc0;
+
+        let ibudget = match ej.reason {
+            ExitReason::Exception(f) if !f.is_trap() => ej.retired + 1,
+            _ => ej.retired,
+        };
+        ram.write_log = Some(Vec::new());
+        let ei = Interpreter.run(cpu, ram, bus, ibudget.min(remaining));
+        let log_i = ram.write_log.take().unwrap_or_default();
+        self.blocks_checked += 1;
+        self.compiled_checked += d.compiled as u64;
+
+        let mut diffs = Vec::new();
+        if ej != ei {
+            diffs.push(format!("exit: jit {ej:?}, interpreter {ei:?}"));
+        }
+        if ej.retired == 0 && ej.reason == ExitReason::Budget {
+            diffs.push("the JIT made no progress".to_string());
+        }
+        if r1 != cpu.retired {
+            diffs.push(format!("retired: jit {r1}, interpreter {}", cpu.retired));
+        }
+        diff_state(&s1, &cpu.state, &mut diffs);
+        if rng1 != cpu.rng {
+            diffs.push("RDRAND stream position differs".to_string());
+        }
+        diff_memory(&log_j, &new_j, &log_i, ram, &mut diffs);
+        if !diffs.is_empty() {
+            diffs.push(format!("(exits: jit {ej:?}, interpreter {ei:?})"));
+            if std::env::var_os("LOCKSTEP_VERIFY_DEBUG").is_some() {
+                let ranges = |l: &[(u64, Vec<u8>)]| {
+                    l.iter()
+                        .map(|(a, o)| format!("{a:#x}+{} old={o:02x?}", o.len()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                diffs.push(format!("jit writes: {}", ranges(&log_j)));
+                diffs.push(format!("interpreter writes: {}", ranges(&log_i)));
+            }
+            return Err(self.report(&s0, r0, &d, &diffs));
+        }
+        Ok(ei.reason)
+    }
+
+    fn report(
+        &self,
+        s0: &CpuState,
+        r0: u64,
+        d: &crate::engine::Dispatched,
+        diffs: &[String],
+    ) -> Divergence {
+        let mut r = String::new();
+        let _ = writeln!(
+            r,
+            "lockstep --verify: the JIT and the interpreter diverged (block at rip={:#x}, retired={r0}, {})",
+            s0.rip,
+            if d.compiled {
+                "compiled"
+            } else {
+                "interpreted by the JIT's dispatcher"
+            }
+        );
+        if !self.context.is_empty() {
+            let _ = writeln!(r, "{}", self.context);
+        }
+        let _ = writeln!(r, "differences:");
+        for x in diffs.iter().take(64) {
+            let _ = writeln!(r, "  {x}");
+        }
+        if diffs.len() > 64 {
+            let _ = writeln!(r, "  … {} more", diffs.len() - 64);
+        }
+        let info = d.key.as_ref().and_then(|k| self.jit.block_info(k));
+        match info {
+            Some((block, ir)) => {
+                let _ = writeln!(r, "guest block ({} instructions):", block.insns.len());
+                let mut fmt = IntelFormatter::new();
+                for di in &block.insns {
+                    let mut s = String::new();
+                    fmt.format(&di.ins, &mut s);
+                    let _ = writeln!(r, "  {:016x}  {s}", di.ins.ip());
+                }
+                match ir {
+                    Some(ir) if d.compiled => {
+                        let _ = writeln!(r, "Cranelift IR:");
+                        for line in ir.lines() {
+                            let _ = writeln!(r, "  {line}");
+                        }
+                    }
+                    _ => {
+                        let _ = writeln!(r, "(no Cranelift IR: the block ran in the interpreter)");
+                    }
+                }
+            }
+            None => {
+                let _ = writeln!(r, "(no block: the fetch itself stopped)");
+            }
+        }
+        Divergence { report: r }
+    }
+}
+
+const GPR_NAMES: [&str; 16] = [
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+    "r14", "r15",
+];
+
+/// Name the fields of two states that differ.
+pub fn diff_state(j: &CpuState, i: &CpuState, out: &mut Vec<String>) {
+    for (n, (a, b)) in j.gpr.iter().zip(&i.gpr).enumerate() {
+        if a != b {
+            out.push(format!("{}: jit {a:#x}, interpreter {b:#x}", GPR_NAMES[n]));
+        }
+    }
+    if j.rip != i.rip {
+        out.push(format!("rip: jit {:#x}, interpreter {:#x}", j.rip, i.rip));
+    }
+    if j.rflags != i.rflags {
+        let x = j.rflags ^ i.rflags;
+        let names = [
+            (0, "CF"),
+            (2, "PF"),
+            (4, "AF"),
+            (6, "ZF"),
+            (7, "SF"),
+            (8, "TF"),
+            (9, "IF"),
+            (10, "DF"),
+            (11, "OF"),
+        ];
+        let bits: Vec<&str> = names
+            .iter()
+            .filter(|(b, _)| x & (1 << b) != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        out.push(format!(
+            "rflags: jit {:#x}, interpreter {:#x} (differ in {})",
+            j.rflags,
+            i.rflags,
+            if bits.is_empty() {
+                "other bits".to_string()
+            } else {
+                bits.join(" ")
+            }
+        ));
+    }
+    for (n, (a, b)) in j.ymm.iter().zip(&i.ymm).enumerate() {
+        if a != b {
+            out.push(format!("ymm{n}: jit {a:x?}, interpreter {b:x?}"));
+        }
+    }
+    // Everything else, field by field through Debug (rarely differs).
+    let mut jr = j.clone();
+    let ir = i.clone();
+    jr.gpr = ir.gpr;
+    jr.rip = ir.rip;
+    jr.rflags = ir.rflags;
+    jr.ymm = ir.ymm;
+    if jr != ir {
+        macro_rules! fields {
+            ($($f:ident),*) => {$(
+                if jr.$f != ir.$f {
+                    out.push(format!(concat!(stringify!($f), ": jit {:x?}, interpreter {:x?}"), jr.$f, ir.$f));
+                }
+            )*};
+        }
+        fields!(
+            seg,
+            cr0,
+            cr2,
+            cr3,
+            cr4,
+            cr8,
+            efer,
+            gdtr,
+            idtr,
+            ldtr,
+            tr,
+            dr,
+            star,
+            lstar,
+            cstar,
+            sfmask,
+            kernel_gs_base,
+            tsc_aux,
+            pat,
+            mxcsr,
+            xcr0,
+            x87,
+            interrupt_shadow,
+            halted
+        );
+    }
+}
+
+/// Compare the bytes each engine left in the ranges either of them wrote.
+fn diff_memory(
+    log_j: &[(u64, Vec<u8>)],
+    new_j: &[(u64, Vec<u8>)],
+    log_i: &[(u64, Vec<u8>)],
+    ram: &GuestRam,
+    out: &mut Vec<String>,
+) {
+    // Bytes before the block: the first logged old value of each byte.
+    let mut pre: BTreeMap<u64, u8> = BTreeMap::new();
+    for (a, old) in log_j.iter().chain(log_i) {
+        for (k, &b) in old.iter().enumerate() {
+            pre.entry(a + k as u64).or_insert(b);
+        }
+    }
+    let mut jit: BTreeMap<u64, u8> = BTreeMap::new();
+    for (a, new) in new_j {
+        for (k, &b) in new.iter().enumerate() {
+            jit.insert(a + k as u64, b);
+        }
+    }
+    let mut n = 0;
+    for (&a, &p) in &pre {
+        let jv = jit.get(&a).copied().unwrap_or(p);
+        let iv = ram.bytes()[a as usize];
+        if jv != iv {
+            n += 1;
+            if n <= 16 {
+                out.push(format!(
+                    "memory [phys {a:#x}]: jit {jv:#04x}, interpreter {iv:#04x}"
+                ));
+            }
+        }
+    }
+    if n > 16 {
+        out.push(format!("… {} more differing bytes", n - 16));
+    }
+}
+
+impl Engine for Verify {
+    fn run(&mut self, cpu: &mut Cpu, ram: &mut GuestRam, bus: &mut dyn Bus, budget: u64) -> Exit {
+        let start = cpu.retired;
+        match self.run_checked(cpu, ram, bus, budget) {
+            Ok(e) => e,
+            Err(d) => {
+                eprint!("{d}");
+                if let Some(code) = self.exit_code {
+                    use std::io::Write as _;
+                    let _ = std::io::stdout().flush();
+                    std::process::exit(code);
+                }
+                self.divergence = Some(d);
+                Exit {
+                    retired: cpu.retired - start,
+                    reason: ExitReason::Exception(Fault::ud("lockstep --verify: engines diverged")),
+                }
+            }
+        }
+    }
+}

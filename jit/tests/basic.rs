@@ -1,0 +1,91 @@
+//! Hand-written programs through the JIT: loops, calls, memory, flags, faults, budgets.
+
+mod common;
+
+use common::{compare, eager_config};
+use iced_x86::code_asm::*;
+use lockstep_interp::state::reg;
+use lockstep_interp::testkit::{TestMachine, DATA_BASE};
+use lockstep_interp::ExitReason;
+
+fn sum_loop() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rcx, 1000u64)?;
+        a.xor(eax, eax)?;
+        a.mov(rbx, DATA_BASE)?;
+        a.set_label(&mut top)?;
+        a.add(rax, rcx)?;
+        a.mov(qword_ptr(rbx), rax)?;
+        a.add(rbx, 8i32)?;
+        a.and(rbx, 0x40ffffi32)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.set_label(&mut done)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn loop_matches_interpreter() {
+    let code = sum_loop();
+    let (m, jit, _) = compare(&code, &[100_000], eager_config(), &|_| {});
+    assert_eq!(m.gpr(reg::RAX), 500_500);
+    assert!(jit.stats.compiled_runs > 900, "{:?}", jit.stats);
+    assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
+}
+
+#[test]
+fn budget_slices_stop_exactly() {
+    let code = sum_loop();
+    let slices: Vec<u64> = (0..400).map(|i| 1 + (i * 7919) % 23).collect();
+    let (_, jit, _) = compare(&code, &slices, eager_config(), &|_| {});
+    assert!(jit.stats.compiled_runs > 0);
+}
+
+#[test]
+fn trampoline_only_matches_interpreter() {
+    let code = sum_loop();
+    let cfg = lockstep_jit::JitConfig {
+        native: false,
+        ..eager_config()
+    };
+    let (m, jit, _) = compare(&code, &[100_000], cfg, &|_| {});
+    assert_eq!(m.gpr(reg::RAX), 500_500);
+    assert_eq!(jit.stats.native_insns, 0);
+}
+
+#[test]
+fn calls_push_pop_and_faults() {
+    let code = TestMachine::assemble(|a| {
+        let mut f = a.create_label();
+        let mut top = a.create_label();
+        a.mov(rcx, 50u64)?;
+        a.set_label(&mut top)?;
+        a.push(rcx)?;
+        a.call(f)?;
+        a.pop(rcx)?;
+        a.cmp(rcx, 1i32)?;
+        a.lea(rcx, qword_ptr(rcx - 1))?;
+        a.jg(top)?;
+        // Fault: read unmapped memory.
+        a.mov(rax, qword_ptr(0x1_0000_0000u64))?;
+        a.hlt()?;
+        a.set_label(&mut f)?;
+        a.movzx(edx, cl)?;
+        a.add(rdx, qword_ptr(DATA_BASE))?;
+        a.mov(qword_ptr(DATA_BASE), rdx)?;
+        a.test(dl, 3i32)?;
+        a.setz(al)?;
+        a.ret()
+    });
+    let (m, _, _) = compare(&code, &[1_000], eager_config(), &|_| {});
+    assert!(matches!(
+        m.cpu.state.rip,
+        _ if m.cpu.state.rip > lockstep_interp::testkit::CODE_BASE
+    ));
+    let mut m2 = common::machine(&code, &|_| {});
+    let e = m2.run(1000);
+    assert!(matches!(e.reason, ExitReason::Exception(_)), "{e:?}");
+}
