@@ -1,7 +1,7 @@
 //! One vCPU (architectural state plus its non-architectural caches) and the engine contract.
 
 use crate::ctx::Ctx;
-use crate::decode::BlockCache;
+use crate::decode::{BlockCache, DecodedInsn};
 use crate::fault::{Fault, Trap};
 use crate::mem::{Bus, GuestRam};
 use crate::mmu::Tlb;
@@ -115,50 +115,63 @@ impl Engine for Interpreter {
 
 fn run_blocks(ctx: &mut Ctx) -> ExitReason {
     while ctx.cpu.retired < ctx.cpu.budget_end {
-        let block = match ctx.block_at_rip() {
+        let idx = match ctx.block_at_rip() {
             Ok(b) => b,
             Err(f) => return ExitReason::Exception(f),
         };
         // A code write noticed before this block (e.g. by an instruction that then faulted or
         // stopped part-way) is already reflected in the lookup above.
         ctx.cpu.smc = false;
-        for d in &block.insns {
-            if ctx.cpu.retired >= ctx.cpu.budget_end {
-                return ExitReason::Budget;
-            }
-            ctx.cpu.state.rip = d.ins.next_ip();
-            match (d.handler)(ctx, &d.ins) {
-                Ok(()) => ctx.cpu.retired += 1,
-                Err(t) => match t {
-                    Trap::Fault(f) => {
-                        if f.is_trap() {
-                            ctx.cpu.retired += 1;
-                        } else {
-                            ctx.cpu.state.rip = d.ins.ip();
-                        }
-                        return ExitReason::Exception(f);
-                    }
-                    Trap::Syscall => {
-                        ctx.cpu.retired += 1;
-                        return ExitReason::Syscall;
-                    }
-                    Trap::Halt => {
-                        ctx.cpu.retired += 1;
-                        return ExitReason::Halt;
-                    }
-                    Trap::Partial => {
-                        // The handler counted the iterations it did; re-execute later.
-                        ctx.cpu.state.rip = d.ins.ip();
-                        break;
-                    }
-                },
-            }
-            if ctx.cpu.smc {
-                // A store hit decoded code: the rest of this block may be stale.
-                ctx.cpu.smc = false;
-                break;
-            }
+        let (insns, generation) = ctx.cpu.blocks.take_insns(idx);
+        let stop = run_insns(ctx, &insns);
+        ctx.cpu.blocks.put_insns(idx, insns, generation);
+        if let Some(reason) = stop {
+            return reason;
         }
     }
     ExitReason::Budget
+}
+
+/// Run a block's instructions until its end, a stop (returned) or a reason to look up the next
+/// block early (budget, partial REP, self-modifying code).
+#[inline(always)]
+fn run_insns(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
+    for d in insns {
+        if ctx.cpu.retired >= ctx.cpu.budget_end {
+            return Some(ExitReason::Budget);
+        }
+        ctx.cpu.state.rip = d.ins.next_ip();
+        match (d.handler)(ctx, &d.ins) {
+            Ok(()) => ctx.cpu.retired += 1,
+            Err(t) => match t {
+                Trap::Fault(f) => {
+                    if f.is_trap() {
+                        ctx.cpu.retired += 1;
+                    } else {
+                        ctx.cpu.state.rip = d.ins.ip();
+                    }
+                    return Some(ExitReason::Exception(f));
+                }
+                Trap::Syscall => {
+                    ctx.cpu.retired += 1;
+                    return Some(ExitReason::Syscall);
+                }
+                Trap::Halt => {
+                    ctx.cpu.retired += 1;
+                    return Some(ExitReason::Halt);
+                }
+                Trap::Partial => {
+                    // The handler counted the iterations it did; re-execute later.
+                    ctx.cpu.state.rip = d.ins.ip();
+                    return None;
+                }
+            },
+        }
+        if ctx.cpu.smc {
+            // A store hit decoded code: the rest of this block may be stale.
+            ctx.cpu.smc = false;
+            return None;
+        }
+    }
+    None
 }

@@ -12,7 +12,6 @@ use crate::ops;
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 
 /// Semantic entry point of one instruction form: checks, operands, semantics, writeback.
 pub type Handler = fn(&mut Ctx, &Instruction) -> Result<(), Trap>;
@@ -31,7 +30,10 @@ pub const MAX_CACHED_BLOCKS: usize = 1 << 18;
 
 /// A decoded basic block.
 pub struct Block {
-    pub insns: Vec<DecodedInsn>,
+    /// The instructions. Empty while the engine runs the block (it takes them out of the cache
+    /// for the duration, see [`BlockCache::take_insns`]).
+    pub insns: Box<[DecodedInsn]>,
+    key: BlockKey,
     /// Physical pages the block's bytes came from, with their code versions at decode time.
     pages: [(u64, u32); 2],
     npages: usize,
@@ -79,17 +81,55 @@ impl Hasher for FixedHasher {
 
 pub type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<FixedHasher>>;
 
-/// Decoded blocks of one vCPU.
-#[derive(Default)]
+/// Entries of the jump cache (a power of two).
+const JUMP_ENTRIES: usize = 4096;
+const NO_BLOCK: u32 = u32::MAX;
+
+/// A jump-cache entry: the last block found for a RIP (its key is re-checked on every hit).
+#[derive(Clone, Copy)]
+struct JumpEntry {
+    rip: u64,
+    block: u32,
+}
+
+const EMPTY_JUMP: JumpEntry = JumpEntry {
+    rip: 0,
+    block: NO_BLOCK,
+};
+
+/// Decoded blocks of one vCPU: an arena of blocks, a map from [`BlockKey`] to arena index and a
+/// direct-mapped jump cache from RIP to arena index in front of the map. A jump-cache hit is
+/// only used after checking the full key (physical address from the current translation, RIP,
+/// bitness) and the code versions, so it returns exactly the block the map would.
 pub struct BlockCache {
-    map: FixedMap<BlockKey, Arc<Block>>,
+    map: FixedMap<BlockKey, u32>,
+    arena: Vec<Block>,
+    jump: Box<[JumpEntry; JUMP_ENTRIES]>,
+    /// Bumped by every [`BlockCache::clear`]; instructions taken out of the arena before a
+    /// clear are not put back.
+    generation: u64,
     /// Blocks decoded since start (statistics).
     pub decoded: u64,
+}
+
+impl Default for BlockCache {
+    fn default() -> Self {
+        BlockCache {
+            map: FixedMap::default(),
+            arena: Vec::new(),
+            jump: Box::new([EMPTY_JUMP; JUMP_ENTRIES]),
+            generation: 0,
+            decoded: 0,
+        }
+    }
 }
 
 impl BlockCache {
     pub fn clear(&mut self) {
         self.map.clear();
+        self.arena.clear();
+        self.jump.fill(EMPTY_JUMP);
+        self.generation = self.generation.wrapping_add(1);
     }
 
     pub fn len(&self) -> usize {
@@ -99,28 +139,89 @@ impl BlockCache {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+
+    #[inline(always)]
+    fn jump_slot(rip: u64) -> usize {
+        (rip ^ (rip >> 12)) as usize & (JUMP_ENTRIES - 1)
+    }
+
+    /// The block at arena index `idx` (as returned by [`Ctx::block_at_rip`]).
+    #[inline]
+    pub fn block(&self, idx: u32) -> &Block {
+        &self.arena[idx as usize]
+    }
+
+    /// Take the instructions of block `idx` out of the cache while they run (so the engine can
+    /// hold them while handlers get the whole CPU mutably). Give them back with
+    /// [`BlockCache::put_insns`] and the generation returned here.
+    #[inline]
+    pub fn take_insns(&mut self, idx: u32) -> (Box<[DecodedInsn]>, u64) {
+        let insns = std::mem::take(&mut self.arena[idx as usize].insns);
+        (insns, self.generation)
+    }
+
+    /// Return instructions taken by [`BlockCache::take_insns`]; dropped if the cache was
+    /// cleared in between.
+    #[inline]
+    pub fn put_insns(&mut self, idx: u32, insns: Box<[DecodedInsn]>, generation: u64) {
+        if generation == self.generation {
+            if let Some(b) = self.arena.get_mut(idx as usize) {
+                b.insns = insns;
+            }
+        }
+    }
+
+    /// Insert a freshly decoded block (replacing a stale one with the same key); returns its index.
+    fn insert(&mut self, block: Block) -> u32 {
+        if let Some(&i) = self.map.get(&block.key) {
+            self.arena[i as usize] = block;
+            return i;
+        }
+        if self.map.len() >= MAX_CACHED_BLOCKS {
+            self.clear();
+        }
+        let i = self.arena.len() as u32;
+        self.map.insert(block.key, i);
+        self.arena.push(block);
+        i
+    }
 }
 
 impl Ctx<'_> {
-    /// The block starting at the current RIP: from the cache if still valid, else decoded now.
-    pub fn block_at_rip(&mut self) -> Result<Arc<Block>, Fault> {
+    /// The block starting at the current RIP (its arena index in `cpu.blocks`): from the cache
+    /// if still valid, else decoded now.
+    #[inline]
+    pub fn block_at_rip(&mut self) -> Result<u32, Fault> {
         let rip = self.cpu.state.rip;
         let bitness = self.cpu.state.code_bitness();
         let lin = self.code_linear(rip);
         let phys = self.translate(lin, Access::Exec)?;
         let key = BlockKey { phys, rip, bitness };
-        if let Some(b) = self.cpu.blocks.map.get(&key) {
-            if b.valid(self.ram) {
-                return Ok(b.clone());
+        let slot = BlockCache::jump_slot(rip);
+        let e = self.cpu.blocks.jump[slot];
+        if e.rip == rip && e.block != NO_BLOCK {
+            if let Some(b) = self.cpu.blocks.arena.get(e.block as usize) {
+                if b.key == key && b.valid(self.ram) {
+                    return Ok(e.block);
+                }
             }
         }
-        let block = Arc::new(self.decode_block(rip, lin, phys, bitness)?);
-        if self.cpu.blocks.map.len() >= MAX_CACHED_BLOCKS {
-            self.cpu.blocks.map.clear();
+        let idx = self.block_at_slow(key, lin)?;
+        self.cpu.blocks.jump[slot] = JumpEntry { rip, block: idx };
+        Ok(idx)
+    }
+
+    /// Map lookup, then decode.
+    #[inline(never)]
+    fn block_at_slow(&mut self, key: BlockKey, lin: u64) -> Result<u32, Fault> {
+        if let Some(&i) = self.cpu.blocks.map.get(&key) {
+            if self.cpu.blocks.arena[i as usize].valid(self.ram) {
+                return Ok(i);
+            }
         }
-        self.cpu.blocks.map.insert(key, block.clone());
+        let block = self.decode_block(key, lin)?;
         self.cpu.blocks.decoded += 1;
-        Ok(block)
+        Ok(self.cpu.blocks.insert(block))
     }
 
     /// Linear address of a code offset (CS base applies outside 64-bit mode).
@@ -134,13 +235,8 @@ impl Ctx<'_> {
         }
     }
 
-    fn decode_block(
-        &mut self,
-        rip: u64,
-        lin: u64,
-        phys: u64,
-        bitness: u32,
-    ) -> Result<Block, Fault> {
+    fn decode_block(&mut self, key: BlockKey, lin: u64) -> Result<Block, Fault> {
+        let BlockKey { phys, rip, bitness } = key;
         let page = phys >> PAGE_SHIFT;
         let in_page = (PAGE_SIZE - (phys & 0xfff)) as usize;
         let mut buf = [0u8; 4096 + 16];
@@ -193,7 +289,8 @@ impl Ctx<'_> {
             self.cpu.tlb.flush_writes_to(*p << PAGE_SHIFT);
         }
         Ok(Block {
-            insns,
+            insns: insns.into_boxed_slice(),
+            key,
             pages,
             npages,
         })
