@@ -87,6 +87,18 @@ pub fn gpr_ref(r: Register) -> Option<GprRef> {
     })
 }
 
+/// Slot in `gpr` of a general-purpose register (meaningless for anything else); a table lookup.
+#[inline(always)]
+pub fn gpr_index(r: Register) -> usize {
+    (GPR_TABLE[r as usize] & 15) as usize
+}
+
+/// Slot in `gpr` of an address base/index register, or 16 for none, RIP/EIP or a non-GPR.
+#[inline(always)]
+pub fn addr_reg(r: Register) -> usize {
+    ADDR_REG[r as usize] as usize
+}
+
 /// Width in bytes of a general-purpose register (0 for anything else); a table lookup.
 #[inline(always)]
 pub fn gpr_size(r: Register) -> u8 {

@@ -11,6 +11,7 @@ pub mod atomic;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod fast;
 pub mod mov;
 pub mod muldiv;
 #[cfg(test)]
@@ -27,8 +28,17 @@ pub mod stack;
 pub mod string;
 pub mod system;
 
-/// The handler for a decoded instruction.
+/// The handler for a decoded instruction: a specialised one for the hottest shapes (`fast`),
+/// else the family's.
 pub fn lookup(ins: &Instruction) -> Handler {
+    if ins.code() == Code::INVALID {
+        return invalid;
+    }
+    fast::lookup(ins).unwrap_or_else(|| family_lookup(ins))
+}
+
+/// The family handler for a decoded instruction (never a specialised one).
+pub fn family_lookup(ins: &Instruction) -> Handler {
     if ins.code() == Code::INVALID {
         return invalid;
     }
