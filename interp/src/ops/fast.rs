@@ -26,7 +26,7 @@ use iced_x86::{Code, CodeSize, ConditionCode, Instruction, Mnemonic, OpKind, Reg
 
 /// Operand shape, as far as the fast handlers care.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Shape {
+pub(crate) enum Shape {
     /// A GPR (not AH..BH) of this many bytes.
     Reg(u8),
     /// A memory operand with 64-bit addressing and no FS/GS base.
@@ -38,7 +38,7 @@ enum Shape {
     Other,
 }
 
-fn shape(ins: &Instruction, n: u32) -> Shape {
+pub(crate) fn shape(ins: &Instruction, n: u32) -> Shape {
     if n >= ins.op_count() {
         return Shape::Other;
     }
@@ -99,7 +99,7 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Mnemonic::Ret if ins.code() == Code::Retnq => Some(ret),
         Mnemonic::Push if ins.code() == Code::Push_r64 => Some(push_r64),
         Mnemonic::Pop if ins.code() == Code::Pop_r64 => Some(pop_r64),
-        _ => jcc_lookup(ins),
+        _ => jcc_lookup(ins).or_else(|| crate::ops::fast_misc::lookup(ins)),
     }
 }
 
@@ -115,29 +115,57 @@ macro_rules! by_size {
         }
     };
 }
+pub(crate) use by_size;
+
+/// Pick `$h::<CC, ...>` by the instruction's condition code (None for no condition).
+macro_rules! cond_lookup {
+    ($ins:expr, $h:ident, [$($c:expr),*]) => {{
+        use iced_x86::ConditionCode as C;
+        Some(match $ins.condition_code() {
+            C::o => $h::<{ C::o as u8 }, $($c),*> as Handler,
+            C::no => $h::<{ C::no as u8 }, $($c),*>,
+            C::b => $h::<{ C::b as u8 }, $($c),*>,
+            C::ae => $h::<{ C::ae as u8 }, $($c),*>,
+            C::e => $h::<{ C::e as u8 }, $($c),*>,
+            C::ne => $h::<{ C::ne as u8 }, $($c),*>,
+            C::be => $h::<{ C::be as u8 }, $($c),*>,
+            C::a => $h::<{ C::a as u8 }, $($c),*>,
+            C::s => $h::<{ C::s as u8 }, $($c),*>,
+            C::ns => $h::<{ C::ns as u8 }, $($c),*>,
+            C::p => $h::<{ C::p as u8 }, $($c),*>,
+            C::np => $h::<{ C::np as u8 }, $($c),*>,
+            C::l => $h::<{ C::l as u8 }, $($c),*>,
+            C::ge => $h::<{ C::ge as u8 }, $($c),*>,
+            C::le => $h::<{ C::le as u8 }, $($c),*>,
+            C::g => $h::<{ C::g as u8 }, $($c),*>,
+            C::None => return None,
+        })
+    }};
+}
+pub(crate) use cond_lookup;
 
 // ----- operand helpers -----
 
 /// Slot of a GPR operand (the shape check at decode time guarantees a GPR that is not AH..BH).
 #[inline(always)]
-fn r0(ins: &Instruction) -> usize {
+pub(crate) fn r0(ins: &Instruction) -> usize {
     gpr_index(ins.op0_register())
 }
 
 #[inline(always)]
-fn r1(ins: &Instruction) -> usize {
+pub(crate) fn r1(ins: &Instruction) -> usize {
     gpr_index(ins.op1_register())
 }
 
 /// Value of an `S`-byte register.
 #[inline(always)]
-fn get<const S: u8>(st: &CpuState, i: usize) -> u64 {
+pub(crate) fn get<const S: u8>(st: &CpuState, i: usize) -> u64 {
     st.gpr[i] & mask(S)
 }
 
 /// Write an `S`-byte register: 32-bit writes zero-extend, 8/16-bit writes merge.
 #[inline(always)]
-fn set<const S: u8>(st: &mut CpuState, i: usize, v: u64) {
+pub(crate) fn set<const S: u8>(st: &mut CpuState, i: usize, v: u64) {
     let r = &mut st.gpr[i];
     *r = match S {
         1 => (*r & !0xff) | (v & 0xff),
@@ -149,7 +177,7 @@ fn set<const S: u8>(st: &mut CpuState, i: usize, v: u64) {
 
 /// Immediate operand (operand 1), sign-extended from its stored width.
 #[inline(always)]
-fn imm<const IMM8: bool>(ins: &Instruction) -> u64 {
+pub(crate) fn imm<const IMM8: bool>(ins: &Instruction) -> u64 {
     if IMM8 {
         ins.immediate8to64() as u64
     } else {
@@ -159,7 +187,7 @@ fn imm<const IMM8: bool>(ins: &Instruction) -> u64 {
 
 /// Linear address of a 64-bit-addressed memory operand without an FS/GS base.
 #[inline(always)]
-fn ea(st: &CpuState, ins: &Instruction) -> u64 {
+pub(crate) fn ea(st: &CpuState, ins: &Instruction) -> u64 {
     let mut ea = ins.memory_displacement64();
     let b = crate::operand::addr_reg(ins.memory_base());
     if b < 16 {
@@ -437,31 +465,12 @@ fn jcc_lookup(ins: &Instruction) -> Option<Handler> {
     ) {
         return None;
     }
-    use ConditionCode as C;
-    Some(match ins.condition_code() {
-        C::o => jcc::<{ C::o as u8 }>,
-        C::no => jcc::<{ C::no as u8 }>,
-        C::b => jcc::<{ C::b as u8 }>,
-        C::ae => jcc::<{ C::ae as u8 }>,
-        C::e => jcc::<{ C::e as u8 }>,
-        C::ne => jcc::<{ C::ne as u8 }>,
-        C::be => jcc::<{ C::be as u8 }>,
-        C::a => jcc::<{ C::a as u8 }>,
-        C::s => jcc::<{ C::s as u8 }>,
-        C::ns => jcc::<{ C::ns as u8 }>,
-        C::p => jcc::<{ C::p as u8 }>,
-        C::np => jcc::<{ C::np as u8 }>,
-        C::l => jcc::<{ C::l as u8 }>,
-        C::ge => jcc::<{ C::ge as u8 }>,
-        C::le => jcc::<{ C::le as u8 }>,
-        C::g => jcc::<{ C::g as u8 }>,
-        C::None => return None,
-    })
+    cond_lookup!(ins, jcc, [])
 }
 
 /// The condition code with number `n` (as fixed by iced's enum order).
 #[inline(always)]
-fn cc_from(n: u8) -> ConditionCode {
+pub(crate) fn cc_from(n: u8) -> ConditionCode {
     use ConditionCode as C;
     const ALL: [ConditionCode; 17] = [
         C::None,

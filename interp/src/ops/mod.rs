@@ -12,6 +12,7 @@ pub mod bit;
 pub mod bmi;
 pub mod control;
 pub mod fast;
+pub mod fast_misc;
 pub mod mov;
 pub mod muldiv;
 #[cfg(test)]
