@@ -34,6 +34,11 @@ pub struct Block {
     /// for the duration, see [`BlockCache::take_insns`]).
     pub insns: Box<[DecodedInsn]>,
     key: BlockKey,
+    /// Linear address of the block's first byte when it was last found valid.
+    lin: u64,
+    /// The execute-TLB and code epochs at which the block was last found valid for `lin`: while
+    /// both are unchanged, the same lookup would find it again (same translation, same code).
+    checked: (u64, u64),
     /// Physical pages the block's bytes came from, with their code versions at decode time.
     pages: [(u64, u32); 2],
     npages: usize,
@@ -192,27 +197,57 @@ impl Ctx<'_> {
     /// if still valid, else decoded now.
     #[inline]
     pub fn block_at_rip(&mut self) -> Result<u32, Fault> {
-        let rip = self.cpu.state.rip;
-        let bitness = self.cpu.state.code_bitness();
-        let lin = self.code_linear(rip);
-        let phys = self.translate(lin, Access::Exec)?;
-        let key = BlockKey { phys, rip, bitness };
+        let st = &self.cpu.state;
+        let rip = st.rip;
+        let (bitness, lin) = if st.in_64bit_mode() {
+            (64, rip)
+        } else {
+            (st.code_bitness(), self.code_linear(rip))
+        };
         let slot = BlockCache::jump_slot(rip);
         let e = self.cpu.blocks.jump[slot];
-        if e.rip == rip && e.block != NO_BLOCK {
+        if e.rip == rip {
             if let Some(b) = self.cpu.blocks.arena.get(e.block as usize) {
-                if b.key == key && b.valid(self.ram) {
+                // Nothing the lookup depends on has changed since the block was last found
+                // valid at this RIP: the translation (execute TLB unchanged) and the code.
+                if b.checked == (self.cpu.tlb.exec_epoch(), self.ram.code_epoch())
+                    && b.lin == lin
+                    && b.key.rip == rip
+                    && b.key.bitness == bitness
+                {
                     return Ok(e.block);
                 }
             }
         }
-        let idx = self.block_at_slow(key, lin)?;
+        self.block_at_checked(rip, bitness, lin, slot)
+    }
+
+    /// The full lookup: translate, then the jump cache entry or the map (checking the block's
+    /// key and code versions), else decode. Records the epochs at which the block was found.
+    #[inline(never)]
+    fn block_at_checked(
+        &mut self,
+        rip: u64,
+        bitness: u32,
+        lin: u64,
+        slot: usize,
+    ) -> Result<u32, Fault> {
+        let phys = self.translate(lin, Access::Exec)?;
+        let key = BlockKey { phys, rip, bitness };
+        let e = self.cpu.blocks.jump[slot];
+        let idx = match self.cpu.blocks.arena.get(e.block as usize) {
+            Some(b) if e.rip == rip && b.key == key && b.valid(self.ram) => e.block,
+            _ => self.block_at_slow(key, lin)?,
+        };
         self.cpu.blocks.jump[slot] = JumpEntry { rip, block: idx };
+        let checked = (self.cpu.tlb.exec_epoch(), self.ram.code_epoch());
+        let b = &mut self.cpu.blocks.arena[idx as usize];
+        b.lin = lin;
+        b.checked = checked;
         Ok(idx)
     }
 
     /// Map lookup, then decode.
-    #[inline(never)]
     fn block_at_slow(&mut self, key: BlockKey, lin: u64) -> Result<u32, Fault> {
         if let Some(&i) = self.cpu.blocks.map.get(&key) {
             if self.cpu.blocks.arena[i as usize].valid(self.ram) {
@@ -291,8 +326,105 @@ impl Ctx<'_> {
         Ok(Block {
             insns: insns.into_boxed_slice(),
             key,
+            lin,
+            // Never matches a real epoch pair: set when the lookup finishes.
+            checked: (u64::MAX, u64::MAX),
             pages,
             npages,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cpu::ExitReason;
+    use crate::fault::Fault;
+    use crate::state::reg;
+    use crate::testkit::{TestMachine, CODE_BASE};
+    use iced_x86::code_asm::*;
+
+    /// A loop block that already ran (and sits in the jump cache) is rewritten by a later
+    /// block; the next pass runs the new code.
+    #[test]
+    fn code_written_by_another_block_is_redecoded() {
+        // loop: add rdx, 1 ; dec rcx ; jnz loop   (rdx += 1 per pass)
+        // then patch the `add rdx, 1` imm8 to 5, reset rcx, run the loop again, ud2.
+        let code = TestMachine::assemble(|a| {
+            let mut top = a.create_label();
+            let mut again = a.create_label();
+            let mut done = a.create_label();
+            a.mov(ecx, 3u32)?;
+            a.set_label(&mut top)?;
+            a.add(rdx, 1)?;
+            a.dec(rcx)?;
+            a.jne(top)?;
+            a.cmp(rbx, 0)?;
+            a.jne(done)?;
+            a.mov(rbx, 1u64)?;
+            a.set_label(&mut again)?;
+            a.mov(rcx, 2u64)?;
+            a.mov(byte_ptr(CODE_BASE + 5 + 3), 5u32)?;
+            a.jmp(top)?;
+            a.set_label(&mut done)?;
+            a.ud2()
+        });
+        // `mov ecx, 3` is 5 bytes (B9 imm32); `add rdx, 1` is 48 83 C2 01.
+        assert_eq!(&code[5..9], &[0x48, 0x83, 0xc2, 0x01]);
+        let mut m = TestMachine::new();
+        let e = m.run_code(&code, 1000);
+        assert_eq!(e.reason, ExitReason::Exception(Fault::ud("UD2")));
+        assert_eq!(m.gpr(reg::RDX), 3 + 2 * 5);
+    }
+
+    /// Code changed from outside the CPU (the harness writing guest RAM) between runs is seen.
+    #[test]
+    fn code_written_between_runs_is_seen() {
+        let mut m = TestMachine::new();
+        let one = TestMachine::assemble(|a| {
+            a.mov(eax, 1u32)?;
+            a.ud2()
+        });
+        let two = TestMachine::assemble(|a| {
+            a.mov(eax, 2u32)?;
+            a.ud2()
+        });
+        for (code, want) in [(&one, 1), (&one, 1), (&two, 2), (&one, 1)] {
+            let e = m.run_code(code, 10);
+            assert_eq!(e.reason, ExitReason::Exception(Fault::ud("UD2")));
+            assert_eq!(m.gpr(reg::RAX), want);
+        }
+    }
+
+    /// Remapping the code page and flushing the TLB makes the same RIP run the new page's code.
+    #[test]
+    fn remapped_code_page_runs_after_tlb_flush() {
+        let mut m = TestMachine::new();
+        let one = TestMachine::assemble(|a| {
+            a.mov(eax, 1u32)?;
+            a.ud2()
+        });
+        let two = TestMachine::assemble(|a| {
+            a.mov(eax, 2u32)?;
+            a.ud2()
+        });
+        // Map linear 0x7f00_0000_0000 with a 4 KiB page to CODE_BASE, then to CODE_BASE + 4096.
+        const LIN: u64 = 0x7f00_0000_0000;
+        let (pdpt, pd, pt) = (0x10000u64, 0x11000u64, 0x12000u64);
+        let pml4 = m.cpu.state.cr3;
+        m.ram
+            .write_u64(pml4 + ((LIN >> 39) & 511) * 8, pdpt | 7)
+            .unwrap();
+        m.ram.write_u64(pdpt, pd | 7).unwrap();
+        m.ram.write_u64(pd, pt | 7).unwrap();
+        m.load(CODE_BASE, &one);
+        m.load(CODE_BASE + 4096, &two);
+        for (phys, want) in [(CODE_BASE, 1), (CODE_BASE + 4096, 2), (CODE_BASE, 1)] {
+            m.ram.write_u64(pt, phys | 7).unwrap();
+            m.cpu.flush_tlb();
+            m.cpu.state.rip = LIN;
+            let e = m.run(10);
+            assert_eq!(e.reason, ExitReason::Exception(Fault::ud("UD2")));
+            assert_eq!(m.gpr(reg::RAX), want);
+        }
     }
 }

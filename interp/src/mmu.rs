@@ -1,7 +1,7 @@
 //! Paging: the 4-level page walk (accessed/dirty bits, U/S, R/W, NX, WP, SMEP, SMAP) and the software TLB.
 
 use crate::fault::{pf, Fault};
-use crate::mem::{GuestRam, PAGE_SHIFT};
+use crate::mem::{fresh_epoch, GuestRam, PAGE_SHIFT};
 use crate::state::{ctl, flags, CpuState};
 
 /// Physical address width advertised in CPUID 0x8000_0008 (bits).
@@ -177,6 +177,8 @@ pub struct Tlb {
     read: Box<[TlbEntry; TLB_ENTRIES]>,
     write: Box<[TlbEntry; TLB_ENTRIES]>,
     exec: Box<[TlbEntry; TLB_ENTRIES]>,
+    /// Moves on whenever an execute entry may change (flushes, execute inserts).
+    exec_epoch: u64,
 }
 
 impl Default for Tlb {
@@ -185,6 +187,7 @@ impl Default for Tlb {
             read: Box::new([EMPTY; TLB_ENTRIES]),
             write: Box::new([EMPTY; TLB_ENTRIES]),
             exec: Box::new([EMPTY; TLB_ENTRIES]),
+            exec_epoch: fresh_epoch(),
         }
     }
 }
@@ -212,17 +215,28 @@ impl Tlb {
         (e.tag == vpn).then_some(e.phys)
     }
 
+    /// A value that changes whenever the execute entries may change. While it stays the same,
+    /// an execute lookup that hit before hits again with the same result.
+    #[inline]
+    pub fn exec_epoch(&self) -> u64 {
+        self.exec_epoch
+    }
+
     pub fn insert(&mut self, lin: u64, access: Access, phys: u64) {
         let vpn = lin >> PAGE_SHIFT;
         let t = match access {
             Access::Read => &mut self.read,
             Access::Write => &mut self.write,
-            Access::Exec => &mut self.exec,
+            Access::Exec => {
+                self.exec_epoch = self.exec_epoch.wrapping_add(1);
+                &mut self.exec
+            }
         };
         t[Self::slot(vpn)] = TlbEntry { tag: vpn, phys };
     }
 
     pub fn flush(&mut self) {
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
         self.read.fill(EMPTY);
         self.write.fill(EMPTY);
         self.exec.fill(EMPTY);
@@ -232,6 +246,7 @@ impl Tlb {
     pub fn flush_page(&mut self, lin: u64) {
         let vpn = lin >> PAGE_SHIFT;
         let s = Self::slot(vpn);
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
         for t in [&mut self.read, &mut self.write, &mut self.exec] {
             if t[s].tag == vpn {
                 t[s] = EMPTY;
