@@ -228,13 +228,37 @@ impl<'a> Ctx<'a> {
     }
 
     /// Read 16 bytes (CMPXCHG16B, SSE memory operands).
+    #[inline]
     pub fn read_u128(&mut self, lin: u64) -> Result<u128, Fault> {
+        let off = lin & 0xfff;
+        if off + 16 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Read) {
+                let a = (p | off) as usize;
+                if let Some(b) = self.ram.bytes().get(a..a + 16) {
+                    let mut v = [0u8; 16];
+                    v.copy_from_slice(b);
+                    return Ok(u128::from_le_bytes(v));
+                }
+            }
+        }
         let mut b = [0u8; 16];
         self.read_slow(lin, &mut b, Access::Read)?;
         Ok(u128::from_le_bytes(b))
     }
 
+    /// Write 16 bytes (the TLB-hit, in-page case inline, as for [`Ctx::write_n`]).
+    #[inline]
     pub fn write_u128(&mut self, lin: u64, v: u128) -> Result<(), Fault> {
+        let off = lin & 0xfff;
+        if off + 16 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Write) {
+                let a = (p | off) as usize;
+                if let Some(b) = self.ram.bytes_mut().get_mut(a..a + 16) {
+                    b.copy_from_slice(&v.to_le_bytes());
+                    return Ok(());
+                }
+            }
+        }
         self.write_bytes(lin, &v.to_le_bytes())
     }
 
