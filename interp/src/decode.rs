@@ -39,6 +39,9 @@ pub struct Block {
     /// The execute-TLB and code epochs at which the block was last found valid for `lin`: while
     /// both are unchanged, the same lookup would find it again (same translation, same code).
     checked: (u64, u64),
+    /// Every instruction has a specialised handler (`ops::fast`): each retires exactly one
+    /// instruction and none reads or changes `cpu.retired`, so the engine may count them in bulk.
+    pub all_fast: bool,
     /// Physical pages the block's bytes came from, with their code versions at decode time.
     pages: [(u64, u32); 2],
     npages: usize,
@@ -160,9 +163,9 @@ impl BlockCache {
     /// hold them while handlers get the whole CPU mutably). Give them back with
     /// [`BlockCache::put_insns`] and the generation returned here.
     #[inline]
-    pub fn take_insns(&mut self, idx: u32) -> (Box<[DecodedInsn]>, u64) {
-        let insns = std::mem::take(&mut self.arena[idx as usize].insns);
-        (insns, self.generation)
+    pub fn take_insns(&mut self, idx: u32) -> (Box<[DecodedInsn]>, bool, u64) {
+        let b = &mut self.arena[idx as usize];
+        (std::mem::take(&mut b.insns), b.all_fast, self.generation)
     }
 
     /// Return instructions taken by [`BlockCache::take_insns`]; dropped if the cache was
@@ -171,7 +174,8 @@ impl BlockCache {
     pub fn put_insns(&mut self, idx: u32, insns: Box<[DecodedInsn]>, generation: u64) {
         if generation == self.generation {
             if let Some(b) = self.arena.get_mut(idx as usize) {
-                b.insns = insns;
+                // The slot holds the empty slice `take_insns` left (no allocation to free).
+                std::mem::forget(std::mem::replace(&mut b.insns, insns));
             }
         }
     }
@@ -323,8 +327,10 @@ impl Ctx<'_> {
             *v = self.ram.mark_code(*p);
             self.cpu.tlb.flush_writes_to(*p << PAGE_SHIFT);
         }
+        let all_fast = insns.iter().all(|d| ops::fast::lookup(&d.ins).is_some());
         Ok(Block {
             insns: insns.into_boxed_slice(),
+            all_fast,
             key,
             lin,
             // Never matches a real epoch pair: set when the lookup finishes.
