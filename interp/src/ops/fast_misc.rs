@@ -1,6 +1,7 @@
 //! More specialised handlers for hot 64-bit shapes (see `fast.rs` for the rules they follow):
 //! shifts and rotates, SHLD/SHRD, NOT/NEG, two- and three-operand IMUL, CMOVcc, SETcc, BT*,
-//! indirect JMP/CALL through a register or memory, CBW..CQO and the NOP forms. Each computes
+//! one-operand MUL/IMUL/DIV/IDIV, indirect JMP/CALL through a register or memory, CBW..CQO
+//! and the NOP forms. Each computes
 //! what the family handler computes, with the family's semantic function.
 
 use crate::decode::Handler;
@@ -11,7 +12,7 @@ use crate::operand::{mask, sext};
 use crate::ops::alu;
 use crate::ops::bit::{bit_op, BitOp, BT_FLAGS};
 use crate::ops::fast::{by_size, cc_from, cond_lookup, ea, get, imm, r0, r1, set, shape, Shape};
-use crate::ops::muldiv::{imul, MUL_FLAGS};
+use crate::ops::muldiv::{div, idiv, imul, mul, MUL_FLAGS};
 use crate::ops::shift::{self, op as sh};
 use crate::ops::shift_double::{shld, shrd};
 use crate::state::flags::STATUS;
@@ -31,6 +32,10 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Mnemonic::Shrd => shd_lookup::<false>(ins),
         Mnemonic::Not => unary_lookup::<{ alu::op::NOT }>(ins),
         Mnemonic::Neg => unary_lookup::<{ alu::op::NEG }>(ins),
+        Mnemonic::Imul if ins.op_count() == 1 => acc_lookup::<true, false>(ins),
+        Mnemonic::Mul => acc_lookup::<false, false>(ins),
+        Mnemonic::Idiv => acc_lookup::<true, true>(ins),
+        Mnemonic::Div => acc_lookup::<false, true>(ins),
         Mnemonic::Imul => imul_lookup(ins),
         Mnemonic::Bt => bt_lookup::<BT>(ins),
         Mnemonic::Bts => bt_lookup::<BTS>(ins),
@@ -185,6 +190,54 @@ fn imul_rri<const IMM8: bool, const S: u8>(x: &mut Ctx, ins: &Instruction) -> Re
     let a = get::<S>(st, r1(ins));
     let b = imm::<IMM8>(ins) & mask(S);
     imul_to::<S>(st, r0(ins), a, b);
+    Ok(())
+}
+
+/// One-operand MUL/IMUL (`DIV` false) and DIV/IDIV (`DIV` true) on rDX:rAX, 32/64-bit.
+fn acc_lookup<const SIGNED: bool, const DIV: bool>(ins: &Instruction) -> Option<Handler> {
+    match shape(ins, 0) {
+        Shape::Reg(4) => Some(acc_h::<SIGNED, DIV, false, 4>),
+        Shape::Reg(8) => Some(acc_h::<SIGNED, DIV, false, 8>),
+        Shape::Mem => match ins.memory_size().size() {
+            4 => Some(acc_h::<SIGNED, DIV, true, 4>),
+            8 => Some(acc_h::<SIGNED, DIV, true, 8>),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// MUL/IMUL: rDX:rAX = rAX * r/m, all status flags. DIV/IDIV: rAX, rDX = rDX:rAX / r/m
+/// (quotient, remainder), flags unchanged, #DE before anything changes.
+fn acc_h<const SIGNED: bool, const DIV: bool, const MEM: bool, const S: u8>(
+    x: &mut Ctx,
+    ins: &Instruction,
+) -> Result<(), Trap> {
+    let src = if MEM {
+        x.read_n::<S>(ea(&x.cpu.state, ins))?
+    } else {
+        get::<S>(&x.cpu.state, r0(ins))
+    };
+    let st = &mut x.cpu.state;
+    let (a, d) = (get::<S>(st, reg::RAX), get::<S>(st, reg::RDX));
+    if DIV {
+        let (q, r) = if SIGNED {
+            idiv(a, d, src, S)?
+        } else {
+            div(a, d, src, S)?
+        };
+        set::<S>(st, reg::RAX, q);
+        set::<S>(st, reg::RDX, r);
+    } else {
+        let (lo, hi, fl) = if SIGNED {
+            imul(a, src, S)
+        } else {
+            mul(a, src, S)
+        };
+        set::<S>(st, reg::RAX, lo);
+        set::<S>(st, reg::RDX, hi);
+        flags::set_status(st, MUL_FLAGS, fl);
+    }
     Ok(())
 }
 

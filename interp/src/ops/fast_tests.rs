@@ -166,6 +166,20 @@ fn claimed() -> Vec<Instruction> {
         a.neg(edx)?;
         a.not(si)?;
         a.neg(dil)?;
+        for r in [rbx, rcx] {
+            a.mul(r)?;
+            a.imul(r)?;
+            a.div(r)?;
+            a.idiv(r)?;
+        }
+        a.mul(ecx)?;
+        a.imul(esi)?;
+        a.div(ecx)?;
+        a.idiv(r9d)?;
+        a.mul(qword_ptr(rbx))?;
+        a.imul(dword_ptr(rbx + 4))?;
+        a.div(qword_ptr(rbx + 8))?;
+        a.idiv(dword_ptr(rbx))?;
         a.imul_2(rax, rbx)?;
         a.imul_2(ecx, edx)?;
         a.imul_2(ax, bx)?;
@@ -269,6 +283,8 @@ fn not_claimed() -> Vec<Instruction> {
         a.ret_1(8)?;
         a.shl(qword_ptr(rbx), 1)?;
         a.rcl(rax, 1)?;
+        a.mul(cl)?;
+        a.div(cx)?;
         a.imul_3(rax, qword_ptr(rbx), 5)?;
         a.bt(qword_ptr(rbx), rax)?;
         a.cmovne(ax, bx)?;
