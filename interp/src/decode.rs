@@ -278,45 +278,47 @@ impl Ctx<'_> {
         let BlockKey { phys, rip, bitness } = key;
         let page = phys >> PAGE_SHIFT;
         let in_page = (PAGE_SIZE - (phys & 0xfff)) as usize;
-        let mut buf = [0u8; 4096 + 16];
-        self.fetch_bytes(lin, &mut buf[..in_page])?;
         let mut insns = Vec::with_capacity(16);
         let mut pages = [(page, 0u32), (0, 0)];
         let mut npages = 1;
-        let mut pos = 0usize;
-        while insns.len() < MAX_BLOCK_INSNS && pos < in_page {
-            let ip = rip.wrapping_add(pos as u64);
-            let mut dec = Decoder::with_ip(bitness, &buf[pos..in_page], ip, DecoderOptions::NONE);
+        // The first bytes, kept when the first instruction runs past the end of the page.
+        let mut head = [0u8; 16];
+        let first_straddles = if self.ram.contains(phys, in_page as u64) {
+            // RAM: decode in place. (Fetching would copy exactly these bytes: the translation
+            // was just made and is in the TLB.)
+            let bytes = &self.ram.bytes()[phys as usize..phys as usize + in_page];
+            let r = decode_run(&mut insns, bytes, rip, bitness);
+            if r {
+                let n = in_page.min(15);
+                head[..n].copy_from_slice(&bytes[..n]);
+            }
+            r
+        } else {
+            let mut buf = vec![0u8; in_page];
+            self.fetch_bytes(lin, &mut buf)?;
+            let r = decode_run(&mut insns, &buf, rip, bitness);
+            if r {
+                let n = in_page.min(15);
+                head[..n].copy_from_slice(&buf[..n]);
+            }
+            r
+        };
+        if first_straddles {
+            // The first instruction crosses into the next page (so `in_page` < 15): fetch the
+            // rest of it from there (may fault there).
+            let have = in_page.min(15);
+            let next_lin = lin.wrapping_add(in_page as u64);
+            let need = 15 - have;
+            let next_phys = self.translate(next_lin, Access::Exec)?;
+            self.fetch_bytes(next_lin, &mut head[have..have + need])?;
+            let mut dec =
+                Decoder::with_ip(bitness, &head[..have + need], rip, DecoderOptions::NONE);
             let mut ins = Instruction::default();
             dec.decode_out(&mut ins);
-            if ins.is_invalid() && dec.last_error() == iced_x86::DecoderError::NoMoreBytes {
-                if !insns.is_empty() {
-                    break; // Let the straddling instruction start its own block.
-                }
-                // The first instruction crosses into the next page: fetch it (may fault there).
-                let next_lin = lin.wrapping_add(in_page as u64);
-                let need = 15usize.saturating_sub(in_page - pos).min(15);
-                let next_phys = self.translate(next_lin, Access::Exec)?;
-                self.fetch_bytes(next_lin, &mut buf[in_page..in_page + need])?;
-                let mut dec =
-                    Decoder::with_ip(bitness, &buf[pos..in_page + need], ip, DecoderOptions::NONE);
-                dec.decode_out(&mut ins);
-                pages[1] = (next_phys >> PAGE_SHIFT, 0);
-                npages = 2;
-                let handler = ops::lookup(&ins);
-                insns.push(DecodedInsn { ins, handler });
-                break;
-            }
-            let len = ins.len();
-            let ends = ins.is_invalid()
-                || ins.flow_control() != FlowControl::Next
-                || ops::ends_block(&ins);
+            pages[1] = (next_phys >> PAGE_SHIFT, 0);
+            npages = 2;
             let handler = ops::lookup(&ins);
             insns.push(DecodedInsn { ins, handler });
-            pos += len.max(1);
-            if ends {
-                break;
-            }
         }
         for (p, v) in pages[..npages].iter_mut() {
             if !self.ram.contains(*p << PAGE_SHIFT, PAGE_SIZE) {
@@ -339,6 +341,32 @@ impl Ctx<'_> {
             npages,
         })
     }
+}
+
+/// Decode a block's instructions from `bytes` (starting at `rip`) into `insns`, up to the
+/// first control transfer or block-ending instruction, an invalid encoding or
+/// [`MAX_BLOCK_INSNS`]. An instruction that runs past the end of `bytes` is left for its own
+/// block; returns true when that is the very first one (the caller fetches the next page).
+fn decode_run(insns: &mut Vec<DecodedInsn>, bytes: &[u8], rip: u64, bitness: u32) -> bool {
+    let mut dec = Decoder::with_ip(bitness, bytes, rip, DecoderOptions::NONE);
+    let mut pos = 0usize;
+    while insns.len() < MAX_BLOCK_INSNS && pos < bytes.len() {
+        let mut ins = Instruction::default();
+        dec.decode_out(&mut ins);
+        if ins.is_invalid() && dec.last_error() == iced_x86::DecoderError::NoMoreBytes {
+            return insns.is_empty();
+        }
+        let len = ins.len();
+        let ends =
+            ins.is_invalid() || ins.flow_control() != FlowControl::Next || ops::ends_block(&ins);
+        let handler = ops::lookup(&ins);
+        insns.push(DecodedInsn { ins, handler });
+        pos += len.max(1);
+        if ends {
+            break;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -432,5 +460,72 @@ mod tests {
             assert_eq!(e.reason, ExitReason::Exception(Fault::ud("UD2")));
             assert_eq!(m.gpr(reg::RAX), want);
         }
+    }
+
+    /// An instruction that crosses into the next page: decoded from both pages, and a later
+    /// write to its bytes on the second page is seen.
+    #[test]
+    fn instruction_crossing_a_page_boundary() {
+        let mut m = TestMachine::new();
+        let start = CODE_BASE + 4096 - 4;
+        let code = |imm: u64| {
+            let mut a = CodeAssembler::new(64).unwrap();
+            a.nop().unwrap();
+            a.mov(rax, imm).unwrap(); // 10 bytes at page end - 3: 3 here, 7 on the next page
+            a.ud2().unwrap();
+            a.assemble(start).unwrap()
+        };
+        let first = code(0x1122_3344_5566_7788);
+        assert_eq!(first.len(), 13);
+        m.load(start, &first);
+        for want in [0x1122_3344_5566_7788u64, 0x99aa_bbcc_ddee_ff88] {
+            // The second run changes only bytes on the second page.
+            let bytes = code(want);
+            assert_eq!(bytes[..4], first[..4]);
+            m.load(start, &bytes);
+            m.cpu.state.rip = start;
+            let e = m.run(10);
+            assert_eq!(e.reason, ExitReason::Exception(Fault::ud("UD2")));
+            assert_eq!(e.retired, 2);
+            assert_eq!(m.gpr(reg::RAX), want);
+        }
+    }
+
+    /// An instruction that crosses into a page that is not mapped: the instructions before it
+    /// run (in their own block), then #PF for the second page at the crossing instruction.
+    #[test]
+    fn instruction_crossing_into_an_unmapped_page_faults() {
+        let mut m = TestMachine::new();
+        // Linear 0x7f00_0000_0000: one 4 KiB page mapped to CODE_BASE, the next one not.
+        const LIN: u64 = 0x7f00_0000_0000;
+        let (pdpt, pd, pt) = (0x10000u64, 0x11000u64, 0x12000u64);
+        let pml4 = m.cpu.state.cr3;
+        m.ram
+            .write_u64(pml4 + ((LIN >> 39) & 511) * 8, pdpt | 7)
+            .unwrap();
+        m.ram.write_u64(pdpt, pd | 7).unwrap();
+        m.ram.write_u64(pd, pt | 7).unwrap();
+        m.ram.write_u64(pt, CODE_BASE | 7).unwrap();
+        m.cpu.flush_tlb();
+        let start = LIN + 4096 - 5;
+        let mut a = CodeAssembler::new(64).unwrap();
+        a.nop().unwrap();
+        a.nop().unwrap();
+        a.mov(rax, 0x1122_3344_5566_7788u64).unwrap(); // starts 3 bytes before the page end
+        let bytes = a.assemble(start).unwrap();
+        m.load(CODE_BASE + 4096 - 5, &bytes[..5]);
+        m.cpu.state.rip = start;
+        let e = m.run(10);
+        assert_eq!(e.retired, 2);
+        assert!(
+            matches!(
+                e.reason,
+                ExitReason::Exception(Fault::PageFault { addr, .. }) if addr == LIN + 4096
+            ),
+            "{:?}",
+            e.reason
+        );
+        assert_eq!(m.cpu.state.rip, start + 2);
+        assert_eq!(m.gpr(reg::RAX), 0);
     }
 }
