@@ -12,6 +12,12 @@
 //! - memory operands use 64-bit addressing (RIP, a 64-bit base and/or index, or a plain
 //!   displacement) and no FS/GS segment, so the linear address is the offset;
 //! - branch targets fixed in the instruction are canonical.
+//!
+//! Every handler here (and in `fast_misc.rs`) retires exactly one instruction, returns only `Ok`
+//! or `Trap::Fault`, and never reads or changes `cpu.retired`/`cpu.budget_end`: the engine runs
+//! blocks made only of these without per-instruction budget checks and counts them in bulk.
+//! `fast_tests.rs` checks each claimed form against its family handler on random states.
+//! (See `docs/interpreter-speed.md`.)
 
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
