@@ -544,7 +544,7 @@ fn random_encodings_match_family_handlers() {
         for _ in 0..rng.next() % 3 {
             bytes.push(PREFIXES[(rng.next() % PREFIXES.len() as u64) as usize]);
         }
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             bytes.push(0x40 | (rng.next() % 16) as u8);
         }
         bytes.extend_from_slice(OPCODES[(rng.next() % OPCODES.len() as u64) as usize]);
