@@ -1,7 +1,7 @@
 //! One vCPU (architectural state plus its non-architectural caches) and the engine contract.
 
 use crate::ctx::Ctx;
-use crate::decode::BlockCache;
+use crate::decode::{BlockCache, DecodedInsn};
 use crate::fault::{Fault, Trap};
 use crate::mem::{Bus, GuestRam};
 use crate::mmu::Tlb;
@@ -115,51 +115,217 @@ impl Engine for Interpreter {
 
 fn run_blocks(ctx: &mut Ctx) -> ExitReason {
     while ctx.cpu.retired < ctx.cpu.budget_end {
-        let block = match ctx.block_at_rip() {
+        let idx = match ctx.block_at_rip() {
             Ok(b) => b,
             Err(f) => return ExitReason::Exception(f),
         };
         // A code write noticed before this block (e.g. by an instruction that then faulted or
         // stopped part-way) is already reflected in the lookup above.
         ctx.cpu.smc = false;
-        for d in &block.insns {
-            if ctx.cpu.retired >= ctx.cpu.budget_end {
-                return ExitReason::Budget;
-            }
-            ctx.cpu.state.rip = d.ins.next_ip();
-            ctx.ss_operand = false;
-            match (d.handler)(ctx, &d.ins) {
-                Ok(()) => ctx.cpu.retired += 1,
-                Err(t) => match t {
-                    Trap::Fault(f) => {
-                        if f.is_trap() {
-                            ctx.cpu.retired += 1;
-                        } else {
-                            ctx.cpu.state.rip = d.ins.ip();
-                        }
-                        return ExitReason::Exception(f);
-                    }
-                    Trap::Syscall => {
-                        ctx.cpu.retired += 1;
-                        return ExitReason::Syscall;
-                    }
-                    Trap::Halt => {
-                        ctx.cpu.retired += 1;
-                        return ExitReason::Halt;
-                    }
-                    Trap::Partial => {
-                        // The handler counted the iterations it did; re-execute later.
-                        ctx.cpu.state.rip = d.ins.ip();
-                        break;
-                    }
-                },
-            }
-            if ctx.cpu.smc {
-                // A store hit decoded code: the rest of this block may be stale.
-                ctx.cpu.smc = false;
-                break;
-            }
+        let (insns, all_fast, generation) = ctx.cpu.blocks.take_insns(idx);
+        let room = ctx.cpu.budget_end - ctx.cpu.retired;
+        let stop = if all_fast && room >= insns.len() as u64 {
+            run_fast_insns(ctx, &insns)
+        } else {
+            run_insns(ctx, &insns)
+        };
+        ctx.cpu.blocks.put_insns(idx, insns, generation);
+        if let Some(reason) = stop {
+            return reason;
         }
     }
     ExitReason::Budget
+}
+
+/// Run a block made only of specialised handlers that fits in the remaining budget: no budget
+/// check per instruction, and `cpu.retired` is brought up to date once (those handlers neither
+/// read nor change it, and each retires exactly one instruction).
+#[inline(always)]
+fn run_fast_insns(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
+    let start = ctx.cpu.retired;
+    for (i, d) in insns.iter().enumerate() {
+        ctx.cpu.state.rip = d.ins.next_ip();
+        ctx.ss_operand = false;
+        if let Err(t) = (d.handler)(ctx, &d.ins) {
+            ctx.cpu.retired = start + i as u64;
+            return stop_on_trap(ctx, d, t);
+        }
+        if ctx.cpu.smc {
+            // A store hit decoded code: the rest of this block may be stale.
+            ctx.cpu.retired = start + i as u64 + 1;
+            ctx.cpu.smc = false;
+            return None;
+        }
+    }
+    ctx.cpu.retired = start + insns.len() as u64;
+    None
+}
+
+/// What a trap from `d`'s handler means for the engine (RIP and `retired` as for a normal
+/// stop; `retired` counts the instructions before `d`). `None`: look up the next block.
+#[inline(always)]
+fn stop_on_trap(ctx: &mut Ctx, d: &DecodedInsn, t: Trap) -> Option<ExitReason> {
+    match t {
+        Trap::Fault(f) => {
+            if f.is_trap() {
+                ctx.cpu.retired += 1;
+            } else {
+                ctx.cpu.state.rip = d.ins.ip();
+            }
+            Some(ExitReason::Exception(f))
+        }
+        Trap::Syscall => {
+            ctx.cpu.retired += 1;
+            Some(ExitReason::Syscall)
+        }
+        Trap::Halt => {
+            ctx.cpu.retired += 1;
+            Some(ExitReason::Halt)
+        }
+        Trap::Partial => {
+            // The handler counted the iterations it did; re-execute later.
+            ctx.cpu.state.rip = d.ins.ip();
+            None
+        }
+    }
+}
+
+/// Run a block's instructions until its end, a stop (returned) or a reason to look up the next
+/// block early (budget, partial REP, self-modifying code).
+#[inline(always)]
+fn run_insns(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
+    for d in insns {
+        if ctx.cpu.retired >= ctx.cpu.budget_end {
+            return Some(ExitReason::Budget);
+        }
+        ctx.cpu.state.rip = d.ins.next_ip();
+        ctx.ss_operand = false;
+        match (d.handler)(ctx, &d.ins) {
+            Ok(()) => ctx.cpu.retired += 1,
+            Err(t) => return stop_on_trap(ctx, d, t),
+        }
+        if ctx.cpu.smc {
+            // A store hit decoded code: the rest of this block may be stale.
+            ctx.cpu.smc = false;
+            return None;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::reg;
+    use crate::testkit::{TestMachine, CODE_BASE, DATA_BASE};
+    use iced_x86::code_asm::*;
+
+    /// A loop of specialised-handler blocks: running it with any budget, in one call or in
+    /// many small ones, retires exactly that many instructions and ends in the same state as
+    /// stepping one instruction at a time.
+    #[test]
+    fn budgets_are_exact_for_fast_blocks() {
+        let code = TestMachine::assemble(|a| {
+            let mut top = a.create_label();
+            a.mov(rbx, DATA_BASE)?;
+            a.set_label(&mut top)?;
+            a.add(rax, 3)?;
+            a.mov(qword_ptr(rbx), rax)?;
+            a.xor(rcx, rax)?;
+            a.add(rbx, 8)?;
+            a.cmp(rax, 300)?;
+            a.jb(top)?;
+            a.ud2()
+        });
+        let mut stepped = TestMachine::new();
+        stepped.load(CODE_BASE, &code);
+        let mut states = vec![stepped.cpu.state.clone()];
+        for _ in 0..200 {
+            let e = stepped.run(1);
+            assert_eq!(e.retired, 1);
+            states.push(stepped.cpu.state.clone());
+        }
+        for budget in [1u64, 2, 5, 6, 7, 13, 100, 200] {
+            for chunk in [1u64, 3, 7, 1000] {
+                let mut m = TestMachine::new();
+                m.load(CODE_BASE, &code);
+                let mut done = 0;
+                while done < budget {
+                    let e = m.run(chunk.min(budget - done));
+                    assert_eq!(e.reason, ExitReason::Budget);
+                    assert_eq!(e.retired, chunk.min(budget - done));
+                    done += e.retired;
+                }
+                assert_eq!(m.cpu.retired, budget);
+                assert_eq!(
+                    m.cpu.state, states[budget as usize],
+                    "budget {budget} chunk {chunk}"
+                );
+            }
+        }
+    }
+
+    /// A fault in the middle of a block of specialised handlers: the instructions before it
+    /// are retired, RIP is at the faulting one, nothing after it ran.
+    #[test]
+    fn fault_inside_a_fast_block_is_precise() {
+        let code = TestMachine::assemble(|a| {
+            a.mov(rax, 1u64)?;
+            a.add(rax, 2)?;
+            a.mov(rdx, qword_ptr(rbx))?; // rbx = 0x1000: supervisor page, #PF
+            a.mov(rcx, 5u64)?;
+            // End the block with a specialised handler too (UD2 would end it with a family one).
+            let mut out = a.create_label();
+            a.jmp(out)?;
+            a.set_label(&mut out)?;
+            a.ud2()
+        });
+        let mut m = TestMachine::new();
+        m.load(CODE_BASE, &code);
+        m.cpu.state.rip = CODE_BASE;
+        m.cpu.smc = false;
+        let idx = Ctx::new(&mut m.cpu, &mut m.ram, &mut m.bus)
+            .block_at_rip()
+            .unwrap();
+        assert!(
+            m.cpu.blocks.block(idx).all_fast,
+            "the test needs an all-fast block"
+        );
+        m.cpu.state.gpr[reg::RBX] = 0x1000;
+        let e = m.run_code(&code, 100);
+        assert!(matches!(
+            e.reason,
+            ExitReason::Exception(Fault::PageFault { addr: 0x1000, .. })
+        ));
+        assert_eq!(e.retired, 2);
+        assert_eq!(m.cpu.retired, 2);
+        assert_eq!(m.gpr(reg::RAX), 3);
+        assert_eq!(m.gpr(reg::RCX), 0);
+        let lens: u64 = TestMachine::assemble(|a| {
+            a.mov(rax, 1u64)?;
+            a.add(rax, 2)
+        })
+        .len() as u64;
+        assert_eq!(m.cpu.state.rip, CODE_BASE + lens);
+    }
+
+    /// A store into a later instruction of the same all-fast block: the patched instruction
+    /// runs with its new bytes, and the count stays exact.
+    #[test]
+    fn self_modifying_code_inside_a_fast_block() {
+        let code = TestMachine::assemble(|a| {
+            a.mov(dword_ptr(CODE_BASE + 11 + 1), 0x1234u32)?; // 11 bytes; patches the imm32 below
+            a.mov(eax, 1u32)?; // B8 imm32 at CODE_BASE + 11
+            let mut out = a.create_label();
+            a.jmp(out)?;
+            a.set_label(&mut out)?;
+            a.ud2()
+        });
+        assert_eq!(code[11], 0xb8);
+        let mut m = TestMachine::new();
+        let e = m.run_code(&code, 100);
+        assert_eq!(e.reason, ExitReason::Exception(Fault::ud("UD2")));
+        assert_eq!(m.gpr(reg::RAX), 0x1234);
+        assert_eq!(e.retired, 3);
+    }
 }

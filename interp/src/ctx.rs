@@ -62,19 +62,38 @@ impl<'a> Ctx<'a> {
     /// Read `size` bytes (1, 2, 4 or 8) at a linear address, little-endian.
     #[inline]
     pub fn read(&mut self, lin: u64, size: u8) -> Result<u64, Fault> {
+        match size {
+            1 => self.read_n::<1>(lin),
+            2 => self.read_n::<2>(lin),
+            4 => self.read_n::<4>(lin),
+            8 => self.read_n::<8>(lin),
+            _ => self.read_cold(lin, size.min(8)),
+        }
+    }
+
+    /// Read `S` bytes (1, 2, 4 or 8) at a linear address: the TLB-hit, in-page case inline,
+    /// everything else out of line.
+    #[inline(always)]
+    pub fn read_n<const S: u8>(&mut self, lin: u64) -> Result<u64, Fault> {
         let off = lin & 0xfff;
-        if off + size as u64 <= PAGE_SIZE {
+        if off + S as u64 <= PAGE_SIZE {
             if let Some(p) = self.cpu.tlb.lookup(lin, Access::Read) {
                 let a = (p | off) as usize;
-                let b = self.ram.bytes();
-                return Ok(match size {
-                    1 => b[a] as u64,
-                    2 => u16::from_le_bytes([b[a], b[a + 1]]) as u64,
-                    4 => u32::from_le_bytes(b[a..a + 4].try_into().unwrap()) as u64,
-                    _ => u64::from_le_bytes(b[a..a + 8].try_into().unwrap()),
-                });
+                if let Some(b) = self.ram.bytes().get(a..a + S as usize) {
+                    return Ok(match S {
+                        1 => b[0] as u64,
+                        2 => u16::from_le_bytes([b[0], b[1]]) as u64,
+                        4 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
+                        _ => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+                    });
+                }
             }
         }
+        self.read_cold(lin, S)
+    }
+
+    #[inline(never)]
+    fn read_cold(&mut self, lin: u64, size: u8) -> Result<u64, Fault> {
         let mut buf = [0u8; 8];
         self.read_slow(lin, &mut buf[..size as usize], Access::Read)?;
         Ok(u64::from_le_bytes(buf))
@@ -83,20 +102,41 @@ impl<'a> Ctx<'a> {
     /// Write `size` bytes (1, 2, 4 or 8) at a linear address.
     #[inline]
     pub fn write(&mut self, lin: u64, size: u8, val: u64) -> Result<(), Fault> {
+        match size {
+            1 => self.write_n::<1>(lin, val),
+            2 => self.write_n::<2>(lin, val),
+            4 => self.write_n::<4>(lin, val),
+            8 => self.write_n::<8>(lin, val),
+            _ => self.write_cold(lin, size.min(8), val),
+        }
+    }
+
+    /// Write `S` bytes (1, 2, 4 or 8) at a linear address: the TLB-hit, in-page case inline
+    /// (write TLB entries never point at pages holding decoded code), everything else out of
+    /// line.
+    #[inline(always)]
+    pub fn write_n<const S: u8>(&mut self, lin: u64, val: u64) -> Result<(), Fault> {
         let off = lin & 0xfff;
-        if off + size as u64 <= PAGE_SIZE {
+        if off + S as u64 <= PAGE_SIZE {
             if let Some(p) = self.cpu.tlb.lookup(lin, Access::Write) {
                 let a = (p | off) as usize;
-                let b = self.ram.bytes_mut();
-                b[a..a + size as usize].copy_from_slice(&val.to_le_bytes()[..size as usize]);
-                return Ok(());
+                if let Some(b) = self.ram.bytes_mut().get_mut(a..a + S as usize) {
+                    b.copy_from_slice(&val.to_le_bytes()[..S as usize]);
+                    return Ok(());
+                }
             }
         }
+        self.write_cold(lin, S, val)
+    }
+
+    #[inline(never)]
+    fn write_cold(&mut self, lin: u64, size: u8, val: u64) -> Result<(), Fault> {
         self.write_bytes(lin, &val.to_le_bytes()[..size as usize])
     }
 
     /// Check that `[lin, lin+len)` is writable (for read-modify-write instructions, so that the
     /// read faults with the write error code before anything changes).
+    #[inline(never)]
     pub fn probe_write(&mut self, lin: u64, len: u64) -> Result<(), Fault> {
         self.translate(lin, Access::Write)?;
         let last = lin.wrapping_add(len - 1);
@@ -110,12 +150,26 @@ impl<'a> Ctx<'a> {
     /// Read-for-write: the access faults as a write would, then returns the value.
     #[inline]
     pub fn read_rmw(&mut self, lin: u64, size: u8) -> Result<u64, Fault> {
-        if self.cpu.tlb.lookup(lin, Access::Write).is_none()
-            || (lin & 0xfff) + size as u64 > PAGE_SIZE
-        {
-            self.probe_write(lin, size as u64)?;
+        match size {
+            1 => self.read_rmw_n::<1>(lin),
+            2 => self.read_rmw_n::<2>(lin),
+            4 => self.read_rmw_n::<4>(lin),
+            8 => self.read_rmw_n::<8>(lin),
+            _ => {
+                self.probe_write(lin, size as u64)?;
+                self.read(lin, size)
+            }
         }
-        self.read(lin, size)
+    }
+
+    /// [`Ctx::read_rmw`] for `S` bytes (1, 2, 4 or 8).
+    #[inline(always)]
+    pub fn read_rmw_n<const S: u8>(&mut self, lin: u64) -> Result<u64, Fault> {
+        if self.cpu.tlb.lookup(lin, Access::Write).is_none() || (lin & 0xfff) + S as u64 > PAGE_SIZE
+        {
+            self.probe_write(lin, S as u64)?;
+        }
+        self.read_n::<S>(lin)
     }
 
     /// Read a byte range at a linear address (any length, any alignment).
@@ -188,13 +242,37 @@ impl<'a> Ctx<'a> {
     }
 
     /// Read 16 bytes (CMPXCHG16B, SSE memory operands).
+    #[inline]
     pub fn read_u128(&mut self, lin: u64) -> Result<u128, Fault> {
+        let off = lin & 0xfff;
+        if off + 16 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Read) {
+                let a = (p | off) as usize;
+                if let Some(b) = self.ram.bytes().get(a..a + 16) {
+                    let mut v = [0u8; 16];
+                    v.copy_from_slice(b);
+                    return Ok(u128::from_le_bytes(v));
+                }
+            }
+        }
         let mut b = [0u8; 16];
         self.read_slow(lin, &mut b, Access::Read)?;
         Ok(u128::from_le_bytes(b))
     }
 
+    /// Write 16 bytes (the TLB-hit, in-page case inline, as for [`Ctx::write_n`]).
+    #[inline]
     pub fn write_u128(&mut self, lin: u64, v: u128) -> Result<(), Fault> {
+        let off = lin & 0xfff;
+        if off + 16 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Write) {
+                let a = (p | off) as usize;
+                if let Some(b) = self.ram.bytes_mut().get_mut(a..a + 16) {
+                    b.copy_from_slice(&v.to_le_bytes());
+                    return Ok(());
+                }
+            }
+        }
         self.write_bytes(lin, &v.to_le_bytes())
     }
 

@@ -1,6 +1,7 @@
 //! Guest physical RAM (one anonymous mapping) with code-page tracking for exact self-modifying code.
 
 use memmap2::MmapMut;
+use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
 pub const PAGE_SIZE: u64 = 4096;
@@ -30,6 +31,15 @@ pub struct GuestRam {
     /// is logged as (physical address, bytes before the write), so a block's writes can be
     /// compared and undone. Writers call `note_write` before changing the bytes.
     pub write_log: Option<Vec<(u64, Vec<u8>)>>,
+    /// Moves on whenever any page's code version does (see [`GuestRam::code_epoch`]).
+    code_epoch: u64,
+}
+
+/// A starting value for a cache epoch counter that no other instance has used, so that an epoch
+/// remembered from one instance (RAM, TLB) never matches another instance's by accident.
+pub fn fresh_epoch() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1 << 32);
+    NEXT.fetch_add(1 << 32, Ordering::Relaxed)
 }
 
 const CODE_MARK: u32 = 1 << 31;
@@ -47,6 +57,7 @@ impl GuestRam {
             size,
             code: vec![0; (size / PAGE_SIZE) as usize],
             write_log: None,
+            code_epoch: fresh_epoch(),
         })
     }
 
@@ -125,6 +136,13 @@ impl GuestRam {
         self.code[page as usize] & CODE_MARK != 0
     }
 
+    /// A value that changes whenever any page's code version changes (a write hit a page holding
+    /// decoded code). While it stays the same, every decoded block found valid stays valid.
+    #[inline]
+    pub fn code_epoch(&self) -> u64 {
+        self.code_epoch
+    }
+
     /// Mark a page as holding decoded code; returns its version.
     pub fn mark_code(&mut self, page: u64) -> u32 {
         let v = &mut self.code[page as usize];
@@ -155,6 +173,9 @@ impl GuestRam {
                     hit = true;
                 }
             }
+        }
+        if hit {
+            self.code_epoch = self.code_epoch.wrapping_add(1);
         }
         hit
     }

@@ -1,7 +1,7 @@
 //! Paging: the 4-level page walk (accessed/dirty bits, U/S, R/W, NX, WP, SMEP, SMAP) and the software TLB.
 
 use crate::fault::{pf, Fault};
-use crate::mem::{GuestRam, PAGE_SHIFT};
+use crate::mem::{fresh_epoch, GuestRam, PAGE_SHIFT};
 use crate::state::{ctl, flags, CpuState};
 
 /// Physical address width advertised in CPUID 0x8000_0008 (bits).
@@ -182,6 +182,8 @@ pub struct Tlb {
     /// Never cache write translations (lockstep-jit's `--verify` mode: every store then takes
     /// the slow path, where `GuestRam::note_write` logs it).
     no_write_entries: bool,
+    /// Moves on whenever an execute entry may change (flushes, execute inserts).
+    exec_epoch: u64,
 }
 
 impl Default for Tlb {
@@ -191,6 +193,7 @@ impl Default for Tlb {
             write: Box::new([EMPTY; TLB_ENTRIES]),
             exec: Box::new([EMPTY; TLB_ENTRIES]),
             no_write_entries: false,
+            exec_epoch: fresh_epoch(),
         }
     }
 }
@@ -221,6 +224,13 @@ impl Tlb {
         (e.tag == vpn).then_some(e.phys)
     }
 
+    /// A value that changes whenever the execute entries may change. While it stays the same,
+    /// an execute lookup that hit before hits again with the same result.
+    #[inline]
+    pub fn exec_epoch(&self) -> u64 {
+        self.exec_epoch
+    }
+
     pub fn insert(&mut self, lin: u64, access: Access, phys: u64) {
         if access == Access::Write && self.no_write_entries {
             return;
@@ -229,7 +239,10 @@ impl Tlb {
         let t = match access {
             Access::Read => &mut self.read,
             Access::Write => &mut self.write,
-            Access::Exec => &mut self.exec,
+            Access::Exec => {
+                self.exec_epoch = self.exec_epoch.wrapping_add(1);
+                &mut self.exec
+            }
         };
         t[Self::slot(vpn)] = TlbEntry { tag: vpn, phys };
     }
@@ -252,6 +265,7 @@ impl Tlb {
     }
 
     pub fn flush(&mut self) {
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
         self.read.fill(EMPTY);
         self.write.fill(EMPTY);
         self.exec.fill(EMPTY);
@@ -261,6 +275,7 @@ impl Tlb {
     pub fn flush_page(&mut self, lin: u64) {
         let vpn = lin >> PAGE_SHIFT;
         let s = Self::slot(vpn);
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
         for t in [&mut self.read, &mut self.write, &mut self.exec] {
             if t[s].tag == vpn {
                 t[s] = EMPTY;

@@ -40,56 +40,109 @@ pub struct GprRef {
     pub high: bool,
 }
 
+/// Per iced register number: `0x80 | high << 6 | log2(size) << 4 | index` for a
+/// general-purpose register, 0 for anything else.
+static GPR_TABLE: [u8; 256] = gpr_table();
+
+const fn gpr_table() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let (al, ax, eax, rax) = (
+        Register::AL as usize,
+        Register::AX as usize,
+        Register::EAX as usize,
+        Register::RAX as usize,
+    );
+    let mut i = 0;
+    while i < 16 {
+        t[ax + i] = 0x80 | (1 << 4) | i as u8;
+        t[eax + i] = 0x80 | (2 << 4) | i as u8;
+        t[rax + i] = 0x80 | (3 << 4) | i as u8;
+        i += 1;
+    }
+    // AL, CL, DL, BL, AH, CH, DH, BH, SPL, BPL, SIL, DIL, R8L..R15L.
+    let mut j = 0;
+    while j < 20 {
+        t[al + j] = 0x80
+            | match j {
+                0..=3 => j as u8,
+                4..=7 => 0x40 | (j as u8 - 4),
+                _ => j as u8 - 4,
+            };
+        j += 1;
+    }
+    t
+}
+
 /// Map an iced general-purpose register to its slot, width and high-byte flag.
-#[inline]
+#[inline(always)]
 pub fn gpr_ref(r: Register) -> Option<GprRef> {
-    let n = r as u32;
-    let al = Register::AL as u32;
-    let ax = Register::AX as u32;
-    let eax = Register::EAX as u32;
-    let rax = Register::RAX as u32;
-    if (al..al + 20).contains(&n) {
-        let i = n - al;
-        return Some(match i {
-            0..=3 => GprRef {
-                index: i as usize,
-                size: 1,
-                high: false,
-            },
-            4..=7 => GprRef {
-                index: (i - 4) as usize,
-                size: 1,
-                high: true,
-            },
-            _ => GprRef {
-                index: (i - 4) as usize,
-                size: 1,
-                high: false,
-            },
-        });
+    let e = GPR_TABLE[r as usize];
+    if e & 0x80 == 0 {
+        return None;
     }
-    if (ax..ax + 16).contains(&n) {
-        return Some(GprRef {
-            index: (n - ax) as usize,
-            size: 2,
-            high: false,
-        });
+    Some(GprRef {
+        index: (e & 15) as usize,
+        size: 1 << ((e >> 4) & 3),
+        high: e & 0x40 != 0,
+    })
+}
+
+/// Slot in `gpr` of a general-purpose register (meaningless for anything else); a table lookup.
+#[inline(always)]
+pub fn gpr_index(r: Register) -> usize {
+    (GPR_TABLE[r as usize] & 15) as usize
+}
+
+/// Slot in `gpr` of an address base/index register, or 16 for none, RIP/EIP or a non-GPR.
+#[inline(always)]
+pub fn addr_reg(r: Register) -> usize {
+    ADDR_REG[r as usize] as usize
+}
+
+/// Width in bytes of a general-purpose register (0 for anything else); a table lookup.
+#[inline(always)]
+pub fn gpr_size(r: Register) -> u8 {
+    let e = GPR_TABLE[r as usize];
+    if e & 0x80 == 0 {
+        0
+    } else {
+        1 << ((e >> 4) & 3)
     }
-    if (eax..eax + 16).contains(&n) {
-        return Some(GprRef {
-            index: (n - eax) as usize,
-            size: 4,
-            high: false,
-        });
+}
+
+/// Per iced register number, for address computation: the GPR slot (the whole 64-bit register
+/// is read; the sum is truncated to the address size afterwards) or 16 for none/RIP/EIP and
+/// anything that is not a GPR.
+static ADDR_REG: [u8; 256] = addr_reg_table();
+
+/// Per iced register number: the address size a base or index register implies (8 for RIP and
+/// 64-bit GPRs, 4 for EIP and 32-bit GPRs, 0 for none, 2 for anything else).
+static ADDR_SIZE: [u8; 256] = addr_size_table();
+
+const fn addr_reg_table() -> [u8; 256] {
+    let mut t = [16u8; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[Register::AX as usize + i] = i as u8;
+        t[Register::EAX as usize + i] = i as u8;
+        t[Register::RAX as usize + i] = i as u8;
+        i += 1;
     }
-    if (rax..rax + 16).contains(&n) {
-        return Some(GprRef {
-            index: (n - rax) as usize,
-            size: 8,
-            high: false,
-        });
+    t
+}
+
+const fn addr_size_table() -> [u8; 256] {
+    let mut t = [2u8; 256];
+    t[Register::None as usize] = 0;
+    t[Register::RIP as usize] = 8;
+    t[Register::EIP as usize] = 4;
+    let mut i = 0;
+    while i < 16 {
+        t[Register::EAX as usize + i] = 4;
+        t[Register::RAX as usize + i] = 8;
+        i += 1;
     }
-    None
+    t
 }
 
 #[inline]
@@ -116,16 +169,22 @@ pub fn write_gpr(st: &mut CpuState, g: GprRef, val: u64) {
 }
 
 /// Read any general-purpose register by its iced name.
-#[inline]
+#[inline(always)]
 pub fn read_reg(st: &CpuState, r: Register) -> u64 {
-    match gpr_ref(r) {
-        Some(g) => read_gpr(st, g),
-        None => 0,
+    let e = GPR_TABLE[r as usize];
+    if e & 0x80 == 0 {
+        return 0;
+    }
+    let v = st.gpr[(e & 15) as usize];
+    if e & 0x40 != 0 {
+        (v >> 8) & 0xff
+    } else {
+        v & mask(1 << ((e >> 4) & 3))
     }
 }
 
 /// Write any general-purpose register by its iced name (no-op for non-GPRs; callers check).
-#[inline]
+#[inline(always)]
 pub fn write_reg(st: &mut CpuState, r: Register, val: u64) {
     if let Some(g) = gpr_ref(r) {
         write_gpr(st, g, val)
@@ -148,19 +207,35 @@ pub fn sreg_index(r: Register) -> Option<usize> {
 
 impl Ctx<'_> {
     /// Offset (effective address before segmentation) of the instruction's memory operand.
-    #[inline]
+    #[inline(always)]
     pub fn effective_offset(&self, ins: &Instruction) -> u64 {
         let st = &self.cpu.state;
         let base = ins.memory_base();
-        let mut ea = ins.memory_displacement64();
-        if base != Register::None && base != Register::RIP && base != Register::EIP {
-            ea = ea.wrapping_add(read_reg(st, base));
-        }
         let index = ins.memory_index();
-        if index != Register::None {
-            ea = ea.wrapping_add(read_reg(st, index).wrapping_mul(ins.memory_index_scale() as u64));
+        let mut ea = ins.memory_displacement64();
+        let b = ADDR_REG[base as usize] as usize;
+        if b < 16 {
+            ea = ea.wrapping_add(st.gpr[b]);
         }
-        match addr_size_fast(ins, st) {
+        let i = ADDR_REG[index as usize] as usize;
+        if i < 16 {
+            ea = ea.wrapping_add(st.gpr[i].wrapping_mul(ins.memory_index_scale() as u64));
+        }
+        let mut asz = ADDR_SIZE[base as usize];
+        if asz == 0 {
+            asz = ADDR_SIZE[index as usize];
+            if asz == 0 {
+                // Displacement-only (incl. moffs): iced gives the displacement sign-extended for
+                // 64-bit addressing and zero-extended for 32-bit addressing, so only 16-bit
+                // addressing needs a mask.
+                asz = match ins.memory_displ_size() {
+                    2 => 2,
+                    _ if st.in_64bit_mode() => 8,
+                    _ => 4,
+                };
+            }
+        }
+        match asz {
             8 => ea,
             4 => ea & 0xffff_ffff,
             _ => ea & 0xffff,
@@ -253,43 +328,78 @@ impl Ctx<'_> {
     }
 }
 
-/// Address size taking the CPU mode into account (67h prefix handled by iced's register choice).
-#[inline]
-fn addr_size_fast(ins: &Instruction, st: &CpuState) -> u8 {
-    let b = ins.memory_base();
-    if b == Register::RIP || (b as u32 >= Register::RAX as u32 && b as u32 <= Register::R15 as u32)
-    {
-        return 8;
-    }
-    if b == Register::EIP || (b as u32 >= Register::EAX as u32 && b as u32 <= Register::R15D as u32)
-    {
-        return 4;
-    }
-    if b != Register::None {
-        return 2;
-    }
-    let i = ins.memory_index();
-    if i != Register::None {
-        return i.size() as u8;
-    }
-    // Displacement-only (incl. moffs): iced gives the displacement sign-extended for 64-bit
-    // addressing and zero-extended for 32-bit addressing, so only 16-bit addressing needs a mask.
-    match ins.memory_displ_size() {
-        2 => 2,
-        _ if st.in_64bit_mode() => 8,
-        _ => 4,
-    }
-}
-
 /// Size in bytes of operand `n`.
-#[inline]
+#[inline(always)]
 pub fn op_size(ins: &Instruction, n: u32) -> u8 {
     match ins.op_kind(n) {
-        OpKind::Register => ins.op_register(n).size() as u8,
+        OpKind::Register => {
+            let r = ins.op_register(n);
+            match gpr_size(r) {
+                0 => r.size() as u8,
+                s => s,
+            }
+        }
         OpKind::Memory => ins.memory_size().size() as u8,
         OpKind::Immediate8 | OpKind::Immediate8_2nd => 1,
         OpKind::Immediate16 | OpKind::Immediate8to16 => 2,
         OpKind::Immediate32 | OpKind::Immediate8to32 => 4,
         _ => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The register tables agree with iced's own register information for all 256 registers.
+    #[test]
+    fn register_tables_match_iced() {
+        for r in Register::values() {
+            let high = matches!(r, Register::AH | Register::CH | Register::DH | Register::BH);
+            match gpr_ref(r) {
+                Some(g) => {
+                    assert!(r.is_gpr(), "{r:?}");
+                    assert_eq!(g.size as usize, r.size(), "{r:?}");
+                    assert_eq!(g.high, high, "{r:?}");
+                    assert_eq!(g.index, r.full_register().number(), "{r:?}");
+                    assert_eq!(gpr_size(r) as usize, r.size(), "{r:?}");
+                }
+                None => {
+                    assert!(!r.is_gpr(), "{r:?}");
+                    assert_eq!(gpr_size(r), 0, "{r:?}");
+                }
+            }
+            let want_size = if r == Register::None {
+                0
+            } else if r == Register::RIP || r.is_gpr64() {
+                8
+            } else if r == Register::EIP || r.is_gpr32() {
+                4
+            } else {
+                2
+            };
+            assert_eq!(ADDR_SIZE[r as usize], want_size, "{r:?}");
+            let want_reg = if r.is_gpr16() || r.is_gpr32() || r.is_gpr64() {
+                r.full_register().number() as u8
+            } else {
+                16
+            };
+            assert_eq!(ADDR_REG[r as usize], want_reg, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn high_byte_registers_read_and_merge() {
+        let mut st = CpuState::default();
+        st.gpr[3] = 0x1122_3344_5566_7788;
+        assert_eq!(read_reg(&st, Register::BH), 0x77);
+        assert_eq!(read_reg(&st, Register::BL), 0x88);
+        assert_eq!(read_reg(&st, Register::BX), 0x7788);
+        write_reg(&mut st, Register::BH, 0xaa);
+        assert_eq!(st.gpr[3], 0x1122_3344_5566_aa88);
+        write_reg(&mut st, Register::EBX, 0x1_0000_0001);
+        assert_eq!(st.gpr[3], 1);
+        write_reg(&mut st, Register::R11W, 0xffff_1234);
+        assert_eq!(st.gpr[11], 0x1234);
     }
 }

@@ -242,7 +242,9 @@ impl Jit {
         };
         if !valid {
             let block = match ctx.block_at_rip() {
-                Ok(b) => b,
+                // The JIT keeps its own copy of the decoded block (the interpreter's cache may
+                // reuse the arena slot later).
+                Ok(idx) => Arc::new(ctx.cpu.blocks.block(idx).clone()),
                 Err(f) => {
                     return Dispatched {
                         key: Some(key),

@@ -26,6 +26,8 @@ pub mod bit;
 pub mod bmi;
 pub mod control;
 pub mod f16c;
+pub mod fast;
+pub mod fast_misc;
 pub mod fma;
 pub mod mmx;
 pub mod mov;
@@ -70,8 +72,17 @@ mod x87_native;
 mod x87_tests;
 pub mod x87_trans;
 
-/// The handler for a decoded instruction.
+/// The handler for a decoded instruction: a specialised one for the hottest shapes (`fast`),
+/// else the family's.
 pub fn lookup(ins: &Instruction) -> Handler {
+    if ins.code() == Code::INVALID {
+        return invalid;
+    }
+    fast::lookup(ins).unwrap_or_else(|| family_lookup(ins))
+}
+
+/// The family handler for a decoded instruction (never a specialised one).
+pub fn family_lookup(ins: &Instruction) -> Handler {
     if ins.code() == Code::INVALID {
         return invalid;
     }

@@ -230,6 +230,27 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
     })
 }
 
+/// Reference host: ROL/ROR of a register with an imm8 count (C0/C1) whose masked count is
+/// greater than 1 leave OF unchanged; memory destinations, the by-1 (D0/D1) and the CL (D2/D3)
+/// forms compute it as for a count of 1. Measured exhaustively for 8-bit operands (all values,
+/// counts 1..7) and by the host differential for every size. `f` are the flags `shift` computed;
+/// returns the flags to store. Every handler of these forms must apply it.
+#[inline(always)]
+pub fn rotate_reg_imm_of(
+    op: u8,
+    reg_imm: bool,
+    count: u64,
+    size: u8,
+    old_rflags: u64,
+    f: u64,
+) -> u64 {
+    if (op == op::ROL || op == op::ROR) && reg_imm && count & count_mask(size) > 1 {
+        (f & !OF) | (old_rflags & OF)
+    } else {
+        f
+    }
+}
+
 /// `op r/m, 1|CL|imm8`. The destination is always written back (a 32-bit register is
 /// zero-extended even for a count of 0; memory is accessed as a read-modify-write).
 fn shift_h<const OP: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
@@ -238,17 +259,8 @@ fn shift_h<const OP: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let count = x.read_op(ins, 1)?;
     let v = x.read_op_rmw(ins, 0)?;
     let (res, mut f) = shift(OP, v, count, size, x.cpu.state.rflags);
-    // Reference host: ROL/ROR of a register with an imm8 count (C0/C1) whose masked count is
-    // greater than 1 leave OF unchanged; memory destinations, the by-1 (D0/D1) and the CL
-    // (D2/D3) forms compute it as
-    // for a count of 1. Measured exhaustively for 8-bit operands (all values, counts 1..7).
-    if (OP == op::ROL || OP == op::ROR)
-        && ins.op0_kind() == OpKind::Register
-        && ins.op1_kind() == OpKind::Immediate8
-        && count & count_mask(size) > 1
-    {
-        f = (f & !OF) | (x.cpu.state.rflags & OF);
-    }
+    let reg_imm = ins.op0_kind() == OpKind::Register && ins.op1_kind() == OpKind::Immediate8;
+    f = rotate_reg_imm_of(OP, reg_imm, count, size, x.cpu.state.rflags, f);
     x.write_op(ins, 0, res)?;
     flags::set_status(&mut x.cpu.state, STATUS, f);
     Ok(())
