@@ -10,9 +10,10 @@ use crate::decode::Handler;
 use crate::fault::Trap;
 use crate::flags;
 use crate::ops::sse_common::{
-    binary_imm, bytes, check_sse, dwords, from_bytes, from_dwords, from_qwords, from_words,
-    get_xmm, qwords, read_xmm_m128, set_xmm, sse_binary_family, words, xmm_op,
+    binary_imm, bytes, check_sse, dwords, from_bytes, from_qwords, from_words, get_xmm, qwords,
+    read_xmm_m128, set_xmm, sse_binary_family, words, xmm_op,
 };
+use crate::ops::sse_common::{map_b, map_d, map_w};
 use crate::state::flags::{CF, STATUS, ZF};
 use crate::Ctx;
 use iced_x86::{Code, Instruction, OpKind};
@@ -68,24 +69,6 @@ sse_binary_family! {
 }
 
 // ----- min/max, multiplies, compare, pack -----
-
-#[inline(always)]
-fn map_b(a: u128, b: u128, f: impl Fn(u8, u8) -> u8) -> u128 {
-    let (a, b) = (bytes(a), bytes(b));
-    from_bytes(core::array::from_fn(|i| f(a[i], b[i])))
-}
-
-#[inline(always)]
-fn map_w(a: u128, b: u128, f: impl Fn(u16, u16) -> u16) -> u128 {
-    let (a, b) = (words(a), words(b));
-    from_words(core::array::from_fn(|i| f(a[i], b[i])))
-}
-
-#[inline(always)]
-fn map_d(a: u128, b: u128, f: impl Fn(u32, u32) -> u32) -> u128 {
-    let (a, b) = (dwords(a), dwords(b));
-    from_dwords(core::array::from_fn(|i| f(a[i], b[i])))
-}
 
 pub fn pminsb(a: u128, b: u128) -> u128 {
     map_b(a, b, |x, y| (x as i8).min(y as i8) as u8)
@@ -389,6 +372,10 @@ mod tests {
     use crate::cpu::ExitReason;
     use crate::fault::Fault;
     use crate::ops::sse_common::get_xmm;
+    #[allow(unused_imports)]
+    use crate::ops::sse_common::{
+        bytes, dwords, from_bytes, from_dwords, from_qwords, from_words, qwords, words,
+    };
     use crate::state::flags::{AF, OF, PF, SF};
     use crate::state::reg;
     use crate::testkit::{TestMachine, DATA_BASE};

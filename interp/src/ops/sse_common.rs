@@ -176,6 +176,31 @@ pub(crate) use sse_binary_family;
 
 // ----- lane views (little-endian, lane 0 = bits 7:0 / 15:0 / ...) -----
 
+/// Lane-wise `f` over bytes, words, dwords or qwords of two 128-bit values.
+#[inline(always)]
+pub fn map_b(a: u128, b: u128, f: impl Fn(u8, u8) -> u8) -> u128 {
+    let (a, b) = (bytes(a), bytes(b));
+    from_bytes(core::array::from_fn(|i| f(a[i], b[i])))
+}
+
+#[inline(always)]
+pub fn map_w(a: u128, b: u128, f: impl Fn(u16, u16) -> u16) -> u128 {
+    let (a, b) = (words(a), words(b));
+    from_words(core::array::from_fn(|i| f(a[i], b[i])))
+}
+
+#[inline(always)]
+pub fn map_d(a: u128, b: u128, f: impl Fn(u32, u32) -> u32) -> u128 {
+    let (a, b) = (dwords(a), dwords(b));
+    from_dwords(core::array::from_fn(|i| f(a[i], b[i])))
+}
+
+#[inline(always)]
+pub fn map_q(a: u128, b: u128, f: impl Fn(u64, u64) -> u64) -> u128 {
+    let (a, b) = (qwords(a), qwords(b));
+    from_qwords(core::array::from_fn(|i| f(a[i], b[i])))
+}
+
 #[inline]
 pub fn bytes(v: u128) -> [u8; 16] {
     v.to_le_bytes()

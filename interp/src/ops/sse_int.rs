@@ -6,10 +6,8 @@
 //! All are `dst = f(dst, src)` with a 16-byte-aligned m128 source (#GP(0) otherwise).
 
 use crate::decode::Handler;
-use crate::ops::sse_common::{
-    bytes, dwords, from_bytes, from_dwords, from_qwords, from_words, qwords, sse_binary_family,
-    words,
-};
+use crate::ops::sse_common::{bytes, from_dwords, from_qwords, sse_binary_family, words};
+use crate::ops::sse_common::{map_b, map_d, map_q, map_w};
 use iced_x86::Instruction;
 
 /// Handlers of this family.
@@ -59,30 +57,6 @@ sse_binary_family! {
 }
 
 // ----- lane-wise helpers -----
-
-#[inline(always)]
-fn map_b(a: u128, b: u128, f: impl Fn(u8, u8) -> u8) -> u128 {
-    let (a, b) = (bytes(a), bytes(b));
-    from_bytes(core::array::from_fn(|i| f(a[i], b[i])))
-}
-
-#[inline(always)]
-fn map_w(a: u128, b: u128, f: impl Fn(u16, u16) -> u16) -> u128 {
-    let (a, b) = (words(a), words(b));
-    from_words(core::array::from_fn(|i| f(a[i], b[i])))
-}
-
-#[inline(always)]
-fn map_d(a: u128, b: u128, f: impl Fn(u32, u32) -> u32) -> u128 {
-    let (a, b) = (dwords(a), dwords(b));
-    from_dwords(core::array::from_fn(|i| f(a[i], b[i])))
-}
-
-#[inline(always)]
-fn map_q(a: u128, b: u128, f: impl Fn(u64, u64) -> u64) -> u128 {
-    let (a, b) = (qwords(a), qwords(b));
-    from_qwords(core::array::from_fn(|i| f(a[i], b[i])))
-}
 
 /// All ones when `c`, else zero (compare results).
 #[inline(always)]
@@ -255,6 +229,10 @@ mod tests {
     use crate::cpu::ExitReason;
     use crate::fault::Fault;
     use crate::ops::sse_common::get_xmm;
+    #[allow(unused_imports)]
+    use crate::ops::sse_common::{
+        bytes, dwords, from_bytes, from_dwords, from_qwords, from_words, qwords, words,
+    };
     use crate::testkit::{TestMachine, DATA_BASE};
     use iced_x86::code_asm::*;
     use iced_x86::Code;
