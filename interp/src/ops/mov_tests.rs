@@ -553,9 +553,9 @@ fn lahf_sahf_and_native() {
         unsafe {
             let mut acc = ah_in << 8;
             let f_out: u64;
-            core::arch::asm!("push {f}", "popfq", "lahf", "mov {t}, rax", "mov ah, {a}", "sahf",
+            core::arch::asm!("push {f}", "popfq", "lahf", "mov {t}, rax", "mov ah, cl", "sahf",
                 "pushfq", "pop {fo}", "mov rax, {t}",
-                f = in(reg) fl, a = in(reg_byte) ah_in as u8, t = out(reg) _, fo = out(reg) f_out,
+                f = in(reg) fl, in("cl") ah_in as u8, t = out(reg) _, fo = out(reg) f_out,
                 inout("rax") acc);
             host_ah = (acc >> 8) & 0xff;
             host_flags = f_out;
