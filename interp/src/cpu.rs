@@ -31,6 +31,10 @@ pub struct Cpu {
     pub blocks: BlockCache,
     /// Set by a store that hit a page holding decoded code; the engine re-fetches.
     pub smc: bool,
+    /// Set by an instruction that talked to a device (port I/O, MMIO) or may have made an
+    /// interrupt deliverable (STI, POPF, IRET …): the engine stops right after it with
+    /// [`ExitReason::Yield`] so the machine sees device effects at that exact boundary.
+    pub yield_requested: bool,
 }
 
 impl Cpu {
@@ -45,6 +49,7 @@ impl Cpu {
             tlb: Tlb::default(),
             blocks: BlockCache::default(),
             smc: false,
+            yield_requested: false,
         }
     }
 
@@ -80,6 +85,10 @@ pub enum ExitReason {
     Syscall,
     /// HLT; RIP is after the instruction.
     Halt,
+    /// The last instruction retired talked to a device or changed interrupt state
+    /// ([`Cpu::yield_requested`]); RIP is at the next instruction. The machine looks at its
+    /// devices and pending interrupts, then runs the engine again.
+    Yield,
 }
 
 /// Result of one engine run.
@@ -150,11 +159,12 @@ fn run_fast_insns(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
             ctx.cpu.retired = start + i as u64;
             return stop_on_trap(ctx, d, t);
         }
-        if ctx.cpu.smc {
-            // A store hit decoded code: the rest of this block may be stale.
+        if ctx.cpu.smc | ctx.cpu.yield_requested {
+            // A store hit decoded code (the rest of this block may be stale), or the
+            // instruction touched a device.
             ctx.cpu.retired = start + i as u64 + 1;
             ctx.cpu.smc = false;
-            return None;
+            return take_yield(ctx);
         }
     }
     ctx.cpu.retired = start + insns.len() as u64;
@@ -204,13 +214,25 @@ fn run_insns(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
             Ok(()) => ctx.cpu.retired += 1,
             Err(t) => return stop_on_trap(ctx, d, t),
         }
-        if ctx.cpu.smc {
-            // A store hit decoded code: the rest of this block may be stale.
+        if ctx.cpu.smc | ctx.cpu.yield_requested {
+            // A store hit decoded code (the rest of this block may be stale), or the
+            // instruction touched a device.
             ctx.cpu.smc = false;
-            return None;
+            return take_yield(ctx);
         }
     }
     None
+}
+
+/// After an instruction that set [`Cpu::yield_requested`]: stop with [`ExitReason::Yield`].
+#[inline(always)]
+fn take_yield(ctx: &mut Ctx) -> Option<ExitReason> {
+    if ctx.cpu.yield_requested {
+        ctx.cpu.yield_requested = false;
+        Some(ExitReason::Yield)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -189,14 +189,7 @@ impl<'a> Ctx<'a> {
             let a = lin.wrapping_add(done as u64);
             let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(out.len() - done);
             let p = self.translate(a, access)?;
-            if self.ram.contains(p, chunk as u64) {
-                out[done..done + chunk]
-                    .copy_from_slice(&self.ram.bytes()[p as usize..p as usize + chunk]);
-            } else {
-                for (i, o) in out[done..done + chunk].iter_mut().enumerate() {
-                    *o = self.bus.mmio_read(p + i as u64, 1) as u8;
-                }
-            }
+            self.load_phys(p, &mut out[done..done + chunk]);
             done += chunk;
         }
         Ok(())
@@ -228,6 +221,64 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// Read bytes as an implicit supervisor access (descriptor tables, TSS, IDT): U/S and SMAP
+    /// checks are those of CPL 0 whatever the current privilege, and the TLB is not filled.
+    pub fn read_bytes_supervisor(&mut self, lin: u64, out: &mut [u8]) -> Result<(), Fault> {
+        let mut done = 0usize;
+        while done < out.len() {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(out.len() - done);
+            let p = self.translate_supervisor(a, Access::Read)?;
+            self.load_phys(p, &mut out[done..done + chunk]);
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Write bytes as an implicit supervisor access (accessed/busy bits, interrupt frames on
+    /// a privilege change). Every page is checked before any byte is written.
+    pub fn write_bytes_supervisor(&mut self, lin: u64, data: &[u8]) -> Result<(), Fault> {
+        let mut pieces: [(u64, usize, usize); 2] = [(0, 0, 0); 2];
+        let mut n = 0;
+        let mut done = 0usize;
+        while done < data.len() && n < pieces.len() {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(data.len() - done);
+            let p = self.translate_supervisor(a, Access::Write)?;
+            pieces[n] = (p, done, chunk);
+            n += 1;
+            done += chunk;
+        }
+        if done < data.len() {
+            return Err(Fault::ud("supervisor write longer than two pages"));
+        }
+        for &(p, off, len) in &pieces[..n] {
+            self.store_phys(p, &data[off..off + len]);
+        }
+        Ok(())
+    }
+
+    /// Read physical memory: RAM, or the bus for anything else.
+    /// MMIO reads are one access of the operand's size when it is a natural size, else byte
+    /// by byte; either way the engine yields after the instruction (reads can have side
+    /// effects on devices).
+    pub fn load_phys(&mut self, p: u64, out: &mut [u8]) {
+        if self.ram.contains(p, out.len() as u64) {
+            out.copy_from_slice(&self.ram.bytes()[p as usize..p as usize + out.len()]);
+        } else {
+            self.cpu.yield_requested = true;
+            if matches!(out.len(), 1 | 2 | 4 | 8) {
+                let v = self.bus.mmio_read(p, out.len() as u8).to_le_bytes();
+                let n = out.len();
+                out.copy_from_slice(&v[..n]);
+            } else {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = self.bus.mmio_read(p + i as u64, 1) as u8;
+                }
+            }
+        }
+    }
+
     fn store_phys(&mut self, p: u64, data: &[u8]) {
         if self.ram.contains(p, data.len() as u64) {
             if self.ram.note_write(p, data.len() as u64) {
@@ -235,8 +286,18 @@ impl<'a> Ctx<'a> {
             }
             self.ram.bytes_mut()[p as usize..p as usize + data.len()].copy_from_slice(data);
         } else {
-            for (i, &b) in data.iter().enumerate() {
-                self.bus.mmio_write(p + i as u64, 1, b as u64);
+            // MMIO: one access of the operand's size when it is a natural size (devices
+            // see 32-bit register writes as one write), else byte by byte.
+            self.cpu.yield_requested = true;
+            if matches!(data.len(), 1 | 2 | 4 | 8) {
+                let mut b = [0u8; 8];
+                b[..data.len()].copy_from_slice(data);
+                self.bus
+                    .mmio_write(p, data.len() as u8, u64::from_le_bytes(b));
+            } else {
+                for (i, &b) in data.iter().enumerate() {
+                    self.bus.mmio_write(p + i as u64, 1, b as u64);
+                }
             }
         }
     }

@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod cpuid;
 pub mod ctx;
 pub mod decode;
+pub mod desc;
 pub mod fault;
 pub mod flags;
 pub mod fp;
@@ -16,6 +17,7 @@ pub mod operand;
 pub mod ops;
 pub mod state;
 pub mod testkit;
+pub mod testkit_sys;
 pub mod x87;
 
 pub use cpu::{Cpu, CpuConfig, Engine, Exit, ExitReason, Interpreter};

@@ -127,6 +127,8 @@ impl InterpRunner {
             }
             ExitReason::Syscall => o.end = End::Other("stopped at SYSCALL".into()),
             ExitReason::Halt => o.end = End::Other("stopped at HLT".into()),
+            // The difftest machine has no devices, so nothing can ask to yield.
+            ExitReason::Yield => o.end = End::Other("stopped for a device access".into()),
         }
         o
     }

@@ -232,7 +232,8 @@ pub fn run_with(
         };
         let exit = eng.run(&mut g.cpu, &mut g.ram, &mut bus, budget);
         match exit.reason {
-            ExitReason::Budget => {}
+            // A user process has no devices; a yield only ends the slice.
+            ExitReason::Budget | ExitReason::Yield => {}
             ExitReason::Syscall => match k.syscall(g) {
                 Ok(()) => {}
                 Err(Stop::Exit(code)) => return code,
