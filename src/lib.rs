@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod boot;
 pub mod difftest;
+pub mod initramfs;
 pub mod seed;
 pub mod user;
 

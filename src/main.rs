@@ -18,6 +18,8 @@ enum Cmd {
     Difftest(lockstep::difftest::DiffArgs),
     /// Benchmark programs: Lockstep vs native vs qemu-x86_64.
     Bench(lockstep::bench::BenchArgs),
+    /// Build a reproducible busybox initramfs whose /init runs a script and powers off.
+    Mkinitramfs(lockstep::initramfs::MkInitramfsArgs),
 }
 
 fn main() {
@@ -26,6 +28,7 @@ fn main() {
         Cmd::User(a) => lockstep::user::main(a),
         Cmd::Difftest(a) => lockstep::difftest::main(a),
         Cmd::Bench(a) => lockstep::bench::main(a),
+        Cmd::Mkinitramfs(a) => lockstep::initramfs::main(a),
     };
     std::process::exit(code);
 }
