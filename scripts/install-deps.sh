@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Lockstep's tests and demos need on a fresh Debian 12 machine (as root, or via sudo).
 set -euo pipefail
-pkgs=(gcc musl-tools qemu-user binutils)
+# nasm: test kernels; qemu-system-x86: reference runs of the test kernels and boot comparisons;
+# busybox-static + cpio: initramfs images; linux-image-*: the Debian kernels the boot tests boot.
+pkgs=(gcc musl-tools qemu-user binutils nasm qemu-system-x86 busybox-static cpio linux-image-cloud-amd64 linux-image-amd64)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
