@@ -147,27 +147,24 @@ fn run_blocks(ctx: &mut Ctx) -> ExitReason {
 }
 
 /// Run a block made only of specialised handlers that fits in the remaining budget: no budget
-/// check per instruction, and `cpu.retired` is brought up to date once (those handlers neither
-/// read nor change it, and each retires exactly one instruction).
+/// check per instruction. `cpu.retired` is exact before every instruction, so a device access
+/// (MMIO) sees the exact virtual time.
 #[inline(always)]
 fn run_fast_insns(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
-    let start = ctx.cpu.retired;
-    for (i, d) in insns.iter().enumerate() {
+    for d in insns {
         ctx.cpu.state.rip = d.ins.next_ip();
         ctx.ss_operand = false;
         if let Err(t) = (d.handler)(ctx, &d.ins) {
-            ctx.cpu.retired = start + i as u64;
             return stop_on_trap(ctx, d, t);
         }
+        ctx.cpu.retired += 1;
         if ctx.cpu.smc | ctx.cpu.yield_requested {
             // A store hit decoded code (the rest of this block may be stale), or the
             // instruction touched a device.
-            ctx.cpu.retired = start + i as u64 + 1;
             ctx.cpu.smc = false;
             return take_yield(ctx);
         }
     }
-    ctx.cpu.retired = start + insns.len() as u64;
     None
 }
 

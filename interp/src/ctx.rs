@@ -267,6 +267,7 @@ impl<'a> Ctx<'a> {
             out.copy_from_slice(&self.ram.bytes()[p as usize..p as usize + out.len()]);
         } else {
             self.cpu.yield_requested = true;
+            self.bus.set_now(self.cpu.retired);
             if matches!(out.len(), 1 | 2 | 4 | 8) {
                 let v = self.bus.mmio_read(p, out.len() as u8).to_le_bytes();
                 let n = out.len();
@@ -289,6 +290,7 @@ impl<'a> Ctx<'a> {
             // MMIO: one access of the operand's size when it is a natural size (devices
             // see 32-bit register writes as one write), else byte by byte.
             self.cpu.yield_requested = true;
+            self.bus.set_now(self.cpu.retired);
             if matches!(data.len(), 1 | 2 | 4 | 8) {
                 let mut b = [0u8; 8];
                 b[..data.len()].copy_from_slice(data);

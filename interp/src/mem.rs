@@ -191,6 +191,18 @@ pub trait Bus {
     fn pio_in(&mut self, port: u16, size: u8) -> u32;
     /// OUT to an I/O port.
     fn pio_out(&mut self, port: u16, size: u8, value: u32);
+    /// Called right before every device access with the vCPU's exact retired-instruction
+    /// count (its virtual time), so devices can compute timer and counter values.
+    fn set_now(&mut self, _retired: u64) {}
+    /// RDMSR of an MSR a device owns (local APIC: x2APIC registers, TSC deadline). `None`:
+    /// not a device MSR (the CPU handles it or raises #GP).
+    fn msr_read(&mut self, _msr: u32) -> Option<u64> {
+        None
+    }
+    /// WRMSR of a device-owned MSR; `false`: not a device MSR.
+    fn msr_write(&mut self, _msr: u32, _value: u64) -> bool {
+        false
+    }
 }
 
 /// A bus with nothing on it: unmapped reads return all ones, writes are dropped, as on a PC.
