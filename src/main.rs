@@ -3,10 +3,23 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "lockstep", version, about = "A deterministic x86-64 machine")]
+#[command(
+    name = "lockstep",
+    version,
+    about = "A deterministic x86-64 machine",
+    long_about = "A deterministic x86-64 machine.\n\nWithout a subcommand, boots a kernel: \
+                  lockstep --boot <bzImage|multiboot kernel> [--initrd FILE] [--append CMDLINE] \
+                  [--seed HEX] [--ram-mb MiB] [--epoch RFC3339] [--engine interp|jit] [--verify] \
+                  [--stats] [--max-insns N]. Serial output goes to stdout. Exit codes: 0 guest \
+                  powered off; the exit device's code; 2 bad input; 3 triple fault; 4 --max-insns \
+                  reached; 5 halted forever; 130 interrupted (docs/boot.md).",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    boot: lockstep::machine::cli::BootArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -25,10 +38,11 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::User(a) => lockstep::user::main(a),
-        Cmd::Difftest(a) => lockstep::difftest::main(a),
-        Cmd::Bench(a) => lockstep::bench::main(a),
-        Cmd::Mkinitramfs(a) => lockstep::initramfs::main(a),
+        None => lockstep::machine::cli::main(cli.boot),
+        Some(Cmd::User(a)) => lockstep::user::main(a),
+        Some(Cmd::Difftest(a)) => lockstep::difftest::main(a),
+        Some(Cmd::Bench(a)) => lockstep::bench::main(a),
+        Some(Cmd::Mkinitramfs(a)) => lockstep::initramfs::main(a),
     };
     std::process::exit(code);
 }
