@@ -2,6 +2,7 @@
 //! CLI's commands; the CPU lives in `lockstep-interp`.
 
 pub mod bench;
+pub mod devices;
 pub mod difftest;
 pub mod seed;
 pub mod user;
