@@ -112,7 +112,8 @@ impl PioDevice for AcpiPm {
         let v = match offset {
             8..=11 => (self.timer(now) as u64) >> (8 * (offset - 8) as u32),
             0..=7 => {
-                let word = regs[(offset / 2) as usize] as u64 | (regs[((offset / 2 + 1) & 3) as usize] as u64) << 16;
+                let word = regs[(offset / 2) as usize] as u64
+                    | (regs[((offset / 2 + 1) & 3) as usize] as u64) << 16;
                 word >> (8 * (offset & 1) as u32)
             }
             _ => u64::MAX,
@@ -194,7 +195,11 @@ mod tests {
         let mut p = AcpiPm::new();
         assert_eq!(p.pio_read(8, 4, 0), 0);
         assert_eq!(p.pio_read(8, 4, 1_000_000_000), 3_579_545);
-        assert_eq!(p.pio_read(8, 4, ns_of_tick(1 << 24, PM_TIMER_HZ)), 0, "24-bit wrap");
+        assert_eq!(
+            p.pio_read(8, 4, ns_of_tick(1 << 24, PM_TIMER_HZ)),
+            0,
+            "24-bit wrap"
+        );
         assert_eq!(p.pio_read(8, 4, ns_of_tick((1 << 24) + 5, PM_TIMER_HZ)), 5);
     }
 

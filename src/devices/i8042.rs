@@ -124,11 +124,8 @@ impl I8042 {
             0xd0 => self.push(self.out_port, false),
             0xdd => self.out_port &= !2,
             0xdf => self.out_port |= 2,
-            0xf0..=0xff => {
-                if c & 1 == 0 {
-                    self.reset_requested = true;
-                }
-            }
+            // pulse output-port lines: bit 0 low pulses the reset line
+            0xf0..=0xff if c & 1 == 0 => self.reset_requested = true,
             _ => {}
         }
         self.update_irq();
@@ -267,7 +264,10 @@ mod tests {
         let mut k = I8042::new();
         assert_eq!((k.pio_read(4, 1, 0) as u8) & ST_OBF, 0);
         cmd(&mut k, 0xaa);
-        assert_eq!((k.pio_read(4, 1, 0) as u8) & (ST_OBF | ST_SYS), ST_OBF | ST_SYS);
+        assert_eq!(
+            (k.pio_read(4, 1, 0) as u8) & (ST_OBF | ST_SYS),
+            ST_OBF | ST_SYS
+        );
         assert_eq!(data(&mut k), 0x55);
         cmd(&mut k, 0x20);
         let cb = data(&mut k);
@@ -287,7 +287,10 @@ mod tests {
         // keyboard identify
         k.pio_write(0, 1, 0xf2, 0);
         assert!(k.irq_kbd.level());
-        assert_eq!([data(&mut k), data(&mut k), data(&mut k)], [0xfa, 0xab, 0x83]);
+        assert_eq!(
+            [data(&mut k), data(&mut k), data(&mut k)],
+            [0xfa, 0xab, 0x83]
+        );
         assert!(!k.irq_kbd.level());
         assert!(!k.reset_requested);
         cmd(&mut k, 0xfe);

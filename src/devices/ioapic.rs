@@ -142,7 +142,11 @@ impl IoApic {
                     (e & 0xffff_ffff) | (v as u64) << 32
                 };
                 // Switching to edge drops remote IRR.
-                let ne = if ne & RTE_LEVEL == 0 { ne & !RTE_REMOTE_IRR } else { ne };
+                let ne = if ne & RTE_LEVEL == 0 {
+                    ne & !RTE_REMOTE_IRR
+                } else {
+                    ne
+                };
                 self.rte[pin] = ne & 0xff00_0000_0001_ffff;
                 if ne & RTE_LEVEL != 0 && self.levels & (1 << pin) != 0 {
                     self.irr |= 1 << pin;
@@ -264,7 +268,11 @@ mod tests {
         a.mmio_write(0, 4, 0x10, 0);
         assert_eq!(a.mmio_read(0x10, 4, 0), 0x10000);
         set_rte(&mut a, 5, 0x0000_5031 | RTE_DELIVS as u32, 0x0300_0000);
-        assert_eq!(a.entry(5), 0x0300_0000_0000_0031, "remote IRR and delivery status are read-only");
+        assert_eq!(
+            a.entry(5),
+            0x0300_0000_0000_0031,
+            "remote IRR and delivery status are read-only"
+        );
     }
 
     #[test]
@@ -276,7 +284,11 @@ mod tests {
         assert!(a.take_messages().is_empty());
         set_rte(&mut a, 2, 0x30, 0);
         let m = a.take_messages();
-        assert_eq!(m.len(), 1, "edge latched while masked is delivered on unmask");
+        assert_eq!(
+            m.len(),
+            1,
+            "edge latched while masked is delivered on unmask"
+        );
         assert_eq!((m[0].vector, m[0].level), (0x30, false));
         a.set_irq(2, true);
         a.set_irq(2, true);
@@ -291,7 +303,11 @@ mod tests {
         a.set_irq(9, true);
         assert!(a.take_messages().is_empty(), "remote IRR blocks");
         a.eoi(0x39);
-        assert_eq!(a.take_messages().len(), 1, "still asserted: redelivered after EOI");
+        assert_eq!(
+            a.take_messages().len(),
+            1,
+            "still asserted: redelivered after EOI"
+        );
         a.set_irq(9, false);
         a.eoi(0x39);
         assert!(a.take_messages().is_empty());

@@ -470,11 +470,10 @@ impl Lapic {
             }
             0x31 if !self.x2apic => self.icr_hi = v & 0xff00_0000,
             0x32..=0x37 => self.write_lvt((reg - 0x32) as usize, v, now),
-            0x38 => {
-                if self.timer_mode() != TimerMode::TscDeadline {
-                    self.initial_count = v;
-                    self.arm_count(now, v);
-                }
+            // initial count writes are ignored in TSC-deadline mode
+            0x38 if self.timer_mode() != TimerMode::TscDeadline => {
+                self.initial_count = v;
+                self.arm_count(now, v);
             }
             0x3e => {
                 let cur = self.current_count(now);
@@ -669,7 +668,10 @@ mod tests {
         assert_eq!(r(&mut l, 0x320, 0), 0x10000);
         assert_eq!(r(&mut l, 0x350, 0), 0x10000);
         assert!(!l.accepts_pic_intr());
-        assert!(Lapic::new(0, true, 1).accepts_pic_intr(), "BSP LINT0 is ExtINT");
+        assert!(
+            Lapic::new(0, true, 1).accepts_pic_intr(),
+            "BSP LINT0 is ExtINT"
+        );
         // software-disabled: LVTs cannot be unmasked
         w(&mut l, 0x320, 0x30, 0);
         assert_eq!(r(&mut l, 0x320, 0), 0x10030);
@@ -685,16 +687,24 @@ mod tests {
         assert_eq!(r(&mut l, 0xa0, 0), 0x50, "PPR follows ISR");
         assert_eq!(l.pending_vector(), None, "0x31 below PPR");
         w(&mut l, 0xb0, 0, 0);
-        assert_eq!(l.take_eoi_broadcast(), Some(0x52), "level vector broadcasts");
+        assert_eq!(
+            l.take_eoi_broadcast(),
+            Some(0x52),
+            "level vector broadcasts"
+        );
         assert_eq!(l.take_eoi_broadcast(), None);
         w(&mut l, 0x80, 0x40, 0);
         assert_eq!(l.pending_vector(), None, "TPR 0x40 blocks 0x31");
         w(&mut l, 0x80, 0x20, 0);
         assert_eq!(l.ack(), 0x31);
         w(&mut l, 0xb0, 0, 0);
-        assert_eq!(l.take_eoi_broadcast(), None, "edge vector does not broadcast");
+        assert_eq!(
+            l.take_eoi_broadcast(),
+            None,
+            "edge vector does not broadcast"
+        );
         assert_eq!(l.ack(), 0xff, "spurious");
-        assert_eq!(r(&mut l, 0x100 + 0x10 * 1, 0), 0);
+        assert_eq!(r(&mut l, 0x110, 0), 0);
         // illegal vector -> ESR
         l.accept(3, false);
         w(&mut l, 0x280, 0, 0);

@@ -311,7 +311,10 @@ mod tests {
         let mut f = FwCfg::new(512 << 20, 2);
         assert_eq!(read_item(&mut f, FW_CFG_SIGNATURE, 5), b"QEMU\0");
         assert_eq!(read_item(&mut f, FW_CFG_ID, 4), [1, 0, 0, 0]);
-        assert_eq!(read_item(&mut f, FW_CFG_RAM_SIZE, 8), (512u64 << 20).to_le_bytes());
+        assert_eq!(
+            read_item(&mut f, FW_CFG_RAM_SIZE, 8),
+            (512u64 << 20).to_le_bytes()
+        );
         assert_eq!(read_item(&mut f, FW_CFG_NB_CPUS, 2), [2, 0]);
         assert_eq!(read_item(&mut f, FW_CFG_FILE_DIR, 4), [0, 0, 0, 0]);
         assert_eq!(read_item(&mut f, 0x7777, 2), [0, 0]);

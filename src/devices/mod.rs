@@ -109,11 +109,7 @@ impl IrqLine {
     /// becomes low→high, then the current level is set.
     pub fn forward(&mut self, line: u8, sink: &mut dyn IrqSink) {
         let (rose, level) = self.take();
-        if rose {
-            sink.set_irq(line, false);
-            sink.set_irq(line, true);
-        }
-        sink.set_irq(line, level);
+        replay_irq(rose, level, line, sink);
     }
     pub(crate) fn save(&self, w: &mut SnapWriter) {
         w.bool(self.level);
@@ -125,6 +121,16 @@ impl IrqLine {
             rose: r.bool()?,
         })
     }
+}
+
+/// Replays a pin change taken with [`IrqLine::take`] into `sink` as input `line` (use this to
+/// feed one device line to both the 8259 and the I/O APIC).
+pub fn replay_irq(rose: bool, level: bool, line: u8, sink: &mut dyn IrqSink) {
+    if rose {
+        sink.set_irq(line, false);
+        sink.set_irq(line, true);
+    }
+    sink.set_irq(line, level);
 }
 
 /// Nanoseconds per second.
@@ -203,7 +209,17 @@ mod tests {
     #[test]
     fn tick_conversion_is_exact_inverse() {
         for hz in [1_193_182u64, 3_579_545, 32_768, 1_000_000_000, 7] {
-            for k in [0u64, 1, 2, 3, 1000, 1_193_181, 1_193_182, 123_456_789, 1 << 40] {
+            for k in [
+                0u64,
+                1,
+                2,
+                3,
+                1000,
+                1_193_181,
+                1_193_182,
+                123_456_789,
+                1 << 40,
+            ] {
                 let ns = ns_of_tick(k, hz);
                 if ns == u64::MAX {
                     continue;
@@ -240,5 +256,63 @@ mod tests {
         l.forward(3, &mut s);
         assert_eq!(s.0, vec![(3, false), (3, true), (3, true)]);
         assert!(!l.rose());
+    }
+
+    /// The wiring the machine's run loop is expected to do, end to end: timers' deadlines set
+    /// the budget, `advance` at the deadline, lines forwarded to both interrupt controllers,
+    /// PIC INTA through LAPIC LINT0 (ExtINT) or I/O APIC messages into the LAPIC, EOI broadcast.
+    #[test]
+    fn platform_wiring_pit_to_cpu() {
+        use super::ioapic::IoApic;
+        use super::lapic::Lapic;
+        use super::pic8259::Pic;
+        use super::pit8254::Pit;
+        let mut pit = Pit::new();
+        let mut pic = Pic::new();
+        let mut ioapic = IoApic::new(0);
+        let mut lapic = Lapic::new(0, true, NS_PER_SEC);
+        // PIC: base 0x20, cascade; PIT ch0 rate generator 1000 clocks
+        for (port, v) in [(0x20, 0x11), (0x21, 0x20), (0x21, 0x04), (0x21, 0x01)] {
+            pic.pio_write(port, 1, v, 0);
+        }
+        pit.pio_write(3, 1, 0x34, 0);
+        pit.pio_write(0, 1, 0xe8, 0);
+        pit.pio_write(0, 1, 0x03, 0);
+        let deadline = [pit.next_event(), lapic.next_event()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
+        assert_eq!(deadline, ns_of_tick(1000, 1_193_182));
+        pit.advance(deadline);
+        // ISA IRQ0 goes to PIC line 0 and (interrupt source override) to GSI 2
+        let (rose, level) = pit.irq.take();
+        assert!(rose);
+        replay_irq(rose, level, 0, &mut pic);
+        replay_irq(rose, level, 2, &mut ioapic);
+        // legacy path: LINT0 in ExtINT mode lets the PIC's INTR through
+        assert!(pic.intr() && lapic.accepts_pic_intr());
+        assert_eq!(pic.acknowledge(), 0x20);
+        // I/O APIC path: unmask GSI2 -> vector 0x30 level (to exercise EOI broadcast)
+        ioapic.mmio_write(0, 4, 0x14, 0);
+        ioapic.mmio_write(0x10, 4, 0x8030, 0);
+        ioapic.set_irq(2, true);
+        w_sw_enable(&mut lapic);
+        for m in ioapic.take_messages() {
+            lapic.accept(m.vector, m.level);
+        }
+        assert_eq!(lapic.pending_vector(), Some(0x30));
+        assert_eq!(lapic.ack(), 0x30);
+        lapic.mmio_write(0xb0, 4, 0, deadline);
+        ioapic.set_irq(2, false);
+        while let Some(v) = lapic.take_eoi_broadcast() {
+            ioapic.eoi(v);
+        }
+        assert!(ioapic.take_messages().is_empty());
+        assert_eq!(ioapic.entry(2) & (1 << 14), 0);
+    }
+
+    fn w_sw_enable(l: &mut super::lapic::Lapic) {
+        l.mmio_write(0xf0, 4, 0x1ff, 0);
     }
 }

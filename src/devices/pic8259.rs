@@ -484,7 +484,11 @@ mod tests {
         assert_eq!(p.acknowledge(), 0x36);
         p.pio_write(0x20, 1, 0x68, 0); // special mask mode on
         p.pio_write(0x21, 1, 0x40, 0); // mask in-service IRQ6
-        assert_eq!(p.acknowledge(), 0x31, "special mask lets lower priority through");
+        assert_eq!(
+            p.acknowledge(),
+            0x31,
+            "special mask lets lower priority through"
+        );
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl Rtc {
             self.enc(h)
         } else {
             let pm = if h >= 12 { 0x80 } else { 0 };
-            let h12 = if h % 12 == 0 { 12 } else { h % 12 };
+            let h12 = if h.is_multiple_of(12) { 12 } else { h % 12 };
             self.enc(h12) | pm
         }
     }
@@ -241,8 +241,7 @@ impl Rtc {
     fn alarm_matches(&self, sod: i64) -> bool {
         let want = |reg: usize, actual: i64, hour: bool| {
             let v = self.cmos[reg];
-            v & 0xc0 == 0xc0
-                || (if hour { self.dec_hour(v) } else { self.dec(v) }) as i64 == actual
+            v & 0xc0 == 0xc0 || (if hour { self.dec_hour(v) } else { self.dec(v) }) as i64 == actual
         };
         want(1, sod % 60, false) && want(3, sod / 60 % 60, false) && want(5, sod / 3600, true)
     }
@@ -302,9 +301,7 @@ impl Rtc {
         }
         if b & (B_UIE | B_AIE) != 0 && !self.halted() {
             let s = self.last_ns.saturating_sub(self.base_ns) / NS_PER_SEC + 1;
-            let t = self
-                .base_ns
-                .saturating_add(s.saturating_mul(NS_PER_SEC));
+            let t = self.base_ns.saturating_add(s.saturating_mul(NS_PER_SEC));
             next = Some(next.map_or(t, |n| n.min(t)));
         }
         next
@@ -355,7 +352,11 @@ impl Rtc {
                     self.refresh_time_regs(now);
                 }
                 // keep the clock's value across a change of format
-                let secs = if was_set { self.secs_from_regs() } else { self.wall_secs(now) };
+                let secs = if was_set {
+                    self.secs_from_regs()
+                } else {
+                    self.wall_secs(now)
+                };
                 self.cmos[REG_B] = v;
                 if was_set && v & B_SET == 0 {
                     self.base_secs = secs;
@@ -484,7 +485,11 @@ mod tests {
         wr(&mut r, 4, 0x12, now);
         wr(&mut r, 2, 0x34, now);
         wr(&mut r, 0, 0x56, now);
-        assert_eq!(rd(&mut r, 0, now + 10 * NS_PER_SEC), 0x56, "frozen while SET");
+        assert_eq!(
+            rd(&mut r, 0, now + 10 * NS_PER_SEC),
+            0x56,
+            "frozen while SET"
+        );
         wr(&mut r, 0x0b, 0x02, now + 10 * NS_PER_SEC);
         let later = now + 10 * NS_PER_SEC + 2 * NS_PER_SEC;
         assert_eq!(rd(&mut r, 0, later), 0x58);
@@ -515,7 +520,10 @@ mod tests {
         // periodic 1024 Hz (RS=6): 32 ticks of 32768 Hz
         wr(&mut r, 0x0b, 0x42, 2 * NS_PER_SEC);
         let next = r.next_event().unwrap();
-        assert_eq!(next, ns_of_tick((ticks_at(2 * NS_PER_SEC, RTC_HZ) / 32 + 1) * 32, RTC_HZ));
+        assert_eq!(
+            next,
+            ns_of_tick((ticks_at(2 * NS_PER_SEC, RTC_HZ) / 32 + 1) * 32, RTC_HZ)
+        );
         r.advance(next);
         assert_eq!(rd(&mut r, 0x0c, next), 0xc0);
         // alarm at 00:00:05 with don't-care hour

@@ -144,7 +144,11 @@ impl<'a> SnapReader<'a> {
         Ok(self.take(len)?.to_vec())
     }
     pub fn opt_u64(&mut self) -> Result<Option<u64>, SnapError> {
-        Ok(if self.bool()? { Some(self.u64()?) } else { None })
+        Ok(if self.bool()? {
+            Some(self.u64()?)
+        } else {
+            None
+        })
     }
 }
 

@@ -182,10 +182,7 @@ impl Uart {
         let dlab = self.lcr & LCR_DLAB != 0;
         let v = match reg {
             0 if dlab => self.dll,
-            0 => {
-                let b = self.rx.pop_front().unwrap_or(0);
-                b
-            }
+            0 => self.rx.pop_front().unwrap_or(0),
             1 if dlab => self.dlm,
             1 => self.ier,
             2 => {
@@ -274,7 +271,14 @@ impl PioDevice for Uart {
 impl Persist for Uart {
     fn save(&self, w: &mut SnapWriter) {
         for b in [
-            self.ier, self.lcr, self.mcr, self.lsr_err, self.msr, self.scr, self.fcr, self.dll,
+            self.ier,
+            self.lcr,
+            self.mcr,
+            self.lsr_err,
+            self.msr,
+            self.scr,
+            self.fcr,
+            self.dll,
             self.dlm,
         ] {
             w.u8(b);
