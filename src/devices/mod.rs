@@ -315,4 +315,74 @@ mod tests {
     fn w_sw_enable(l: &mut super::lapic::Lapic) {
         l.mmio_write(0xf0, 4, 0x1ff, 0);
     }
+
+    /// Corrupt snapshots (random bytes, and valid ones with random bytes flipped) never panic.
+    #[test]
+    fn restore_of_garbage_never_panics() {
+        use super::fuzz::Garbage;
+        fn feed<T: Persist>(bytes: &[u8]) {
+            let _ = T::restore(&mut SnapReader::new(bytes));
+        }
+        // A restored device, however odd its state, must also survive being used.
+        fn feed_pio<T: Persist + PioDevice>(bytes: &[u8], g: &mut Garbage) {
+            if let Ok(mut d) = T::restore(&mut SnapReader::new(bytes)) {
+                for _ in 0..20 {
+                    let now = g.tick();
+                    let off = g.below(0x30) as u16;
+                    d.pio_write(off, g.size(), g.next() as u32, now);
+                    d.pio_read(off, g.size(), now);
+                }
+            }
+        }
+        fn feed_mmio<T: Persist + MmioDevice>(bytes: &[u8], g: &mut Garbage) {
+            if let Ok(mut d) = T::restore(&mut SnapReader::new(bytes)) {
+                for _ in 0..20 {
+                    let now = g.tick();
+                    let off = g.below(0x400);
+                    d.mmio_write(off, g.size(), g.next(), now);
+                    d.mmio_read(off, g.size(), now);
+                }
+            }
+        }
+        fn valid<T: Persist>(t: &T) -> Vec<u8> {
+            let mut w = SnapWriter::new();
+            t.save(&mut w);
+            w.into_bytes()
+        }
+        let seeds: Vec<Vec<u8>> = vec![
+            valid(&uart16550::Uart::new()),
+            valid(&pic8259::Pic::new()),
+            valid(&pit8254::Pit::new()),
+            valid(&rtc_cmos::Rtc::new(Default::default())),
+            valid(&i8042::I8042::new()),
+            valid(&misc::FwCfg::new(1 << 30, 1)),
+            valid(&lapic::Lapic::new(0, true, 1)),
+            valid(&ioapic::IoApic::new(0)),
+            valid(&acpi_pm::AcpiPm::new()),
+        ];
+        let mut g = Garbage::new(10);
+        for round in 0..20_000 {
+            let mut b = if round % 2 == 0 {
+                seeds[g.below(seeds.len() as u64) as usize].clone()
+            } else {
+                (0..g.below(300)).map(|_| g.next() as u8).collect()
+            };
+            for _ in 0..g.below(4) {
+                if !b.is_empty() {
+                    let i = g.below(b.len() as u64) as usize;
+                    b[i] = g.next() as u8;
+                }
+            }
+            feed_pio::<uart16550::Uart>(&b, &mut g);
+            feed_pio::<pic8259::Pic>(&b, &mut g);
+            feed_pio::<pit8254::Pit>(&b, &mut g);
+            feed_pio::<rtc_cmos::Rtc>(&b, &mut g);
+            feed_pio::<i8042::I8042>(&b, &mut g);
+            feed_pio::<misc::FwCfg>(&b, &mut g);
+            feed::<misc::DebugExit>(&b);
+            feed_mmio::<lapic::Lapic>(&b, &mut g);
+            feed_mmio::<ioapic::IoApic>(&b, &mut g);
+            feed_pio::<acpi_pm::AcpiPm>(&b, &mut g);
+        }
+    }
 }

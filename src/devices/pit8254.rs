@@ -134,12 +134,12 @@ impl Channel {
         let l = self.load_tick;
         let once = |t: u64| if t > after { Some(t) } else { None };
         match self.mode {
-            0 | 1 => once(l + n),
+            0 | 1 => once(l.saturating_add(n)),
             2 | 3 => {
                 let k = if after < l { 1 } else { (after - l) / n + 1 };
-                Some(l + k * n)
+                Some(l.saturating_add(k.saturating_mul(n)))
             }
-            _ => once(l + n + 1),
+            _ => once(l.saturating_add(n + 1)),
         }
     }
 
