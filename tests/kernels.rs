@@ -28,7 +28,9 @@ fn assemble(name: &str) -> PathBuf {
         .arg(&out)
         .arg(format!("{name}.asm"))
         .status()
-        .expect("nasm is needed for the test kernels (apt-get install nasm; scripts/install-deps.sh)");
+        .expect(
+            "nasm is needed for the test kernels (apt-get install nasm; scripts/install-deps.sh)",
+        );
     assert!(st.success(), "nasm failed on {name}.asm");
     out
 }
@@ -83,7 +85,11 @@ fn check_kernel(name: &str) {
         ..JitConfig::default()
     });
     let j = run(&image, &mut jit);
-    assert_eq!(j.stop, i.stop, "{name}: JIT stop differs; serial:\n{}", j.serial);
+    assert_eq!(
+        j.stop, i.stop,
+        "{name}: JIT stop differs; serial:\n{}",
+        j.serial
+    );
     assert_eq!(j.serial, i.serial, "{name}: JIT serial output differs");
     assert_eq!(
         (j.retired, j.hash),
@@ -96,8 +102,16 @@ fn check_kernel(name: &str) {
         ..JitConfig::default()
     });
     let v = run(&image, &mut verify);
-    assert_eq!(v.stop, i.stop, "{name}: --verify stop differs; serial:\n{}", v.serial);
-    assert_eq!((v.retired, v.hash), (i.retired, i.hash), "{name}: --verify differs");
+    assert_eq!(
+        v.stop, i.stop,
+        "{name}: --verify stop differs; serial:\n{}",
+        v.serial
+    );
+    assert_eq!(
+        (v.retired, v.hash),
+        (i.retired, i.hash),
+        "{name}: --verify differs"
+    );
 
     match qemu_serial(&bin) {
         Some(q) => assert_eq!(

@@ -16,10 +16,10 @@ pub const PM_TMR: u16 = PM_BASE + 8;
 pub const SCI_IRQ: u16 = 9;
 /// Sleep type the DSDT's `_S5` object gives for soft-off; the PM1 control register powers
 /// the machine off when SLP_EN is written with this SLP_TYP.
-pub const S5_SLP_TYP: u8 = 5;
-/// Reset register: the i8042 command port, pulse-reset command.
-pub const RESET_PORT: u16 = 0x64;
-pub const RESET_VALUE: u8 = 0xfe;
+pub const S5_SLP_TYP: u8 = crate::devices::acpi_pm::S5_SLP_TYP;
+/// Reset register: the PIIX reset control port (0xCF9), "hard reset" value.
+pub const RESET_PORT: u16 = 0xcf9;
+pub const RESET_VALUE: u8 = 0x06;
 pub const LAPIC_BASE: u32 = 0xfee0_0000;
 pub const IOAPIC_BASE: u32 = 0xfec0_0000;
 
@@ -99,8 +99,8 @@ fn fadt(dsdt: u64, facs: u64) -> Vec<u8> {
                    // IAPC_BOOT_ARCH: legacy devices, 8042 present, VGA not present, MSI not supported.
     t[109..111].copy_from_slice(&0b1111u16.to_le_bytes());
     // Flags: WBINVD, PROC_C1, PWR_BUTTON and SLP_BUTTON absent (control method / none),
-    // TMR_VAL_EXT (32-bit PM timer), RESET_REG_SUP.
-    let flags: u32 = 1 | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 8) | (1 << 10);
+    // RESET_REG_SUP. TMR_VAL_EXT stays clear: the PM timer is 24 bits wide.
+    let flags: u32 = 1 | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 10);
     put_u32(&mut t, 112, flags);
     t[116..128].copy_from_slice(&gas_io(RESET_PORT, 8, 1));
     t[128] = RESET_VALUE;
@@ -109,7 +109,7 @@ fn fadt(dsdt: u64, facs: u64) -> Vec<u8> {
     put_u64(&mut t, 140, dsdt);
     t[148..160].copy_from_slice(&gas_io(PM1A_EVT, 32, 2));
     t[172..184].copy_from_slice(&gas_io(PM1A_CNT, 16, 2));
-    t[208..220].copy_from_slice(&gas_io(PM_TMR, 32, 3));
+    t[208..220].copy_from_slice(&gas_io(PM_TMR, 24, 3));
     finish(t)
 }
 

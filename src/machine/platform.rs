@@ -80,7 +80,8 @@ impl Platform {
             pit: Pit::new(),
             rtc: Rtc::new(RtcConfig {
                 epoch,
-                ram_bytes,
+                ram_below_4g: ram_bytes.min(0xe000_0000),
+                ram_above_4g: ram_bytes.saturating_sub(0xe000_0000),
                 cpus: 1,
             }),
             i8042: I8042::new(),
