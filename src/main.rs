@@ -18,8 +18,6 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
-    #[command(flatten)]
-    boot: lockstep::machine::cli::BootArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -38,7 +36,10 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        None => lockstep::machine::cli::main(cli.boot),
+        None => {
+            eprintln!("lockstep: give a subcommand (see --help)");
+            2
+        }
         Some(Cmd::User(a)) => lockstep::user::main(a),
         Some(Cmd::Difftest(a)) => lockstep::difftest::main(a),
         Some(Cmd::Bench(a)) => lockstep::bench::main(a),
