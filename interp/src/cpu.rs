@@ -61,6 +61,8 @@ impl Cpu {
     /// Drop all non-architectural state (after restore or an external state change).
     pub fn flush_caches(&mut self) {
         self.tlb.flush();
+        // PAE PDPTE registers are not in `CpuState`: reload them from CR3 at the next walk.
+        self.tlb.set_pdptes(None);
         self.blocks.clear();
     }
 

@@ -4,7 +4,7 @@
 use crate::cpu::Cpu;
 use crate::fault::Fault;
 use crate::mem::{Bus, GuestRam, PAGE_SIZE};
-use crate::mmu::{self, Access};
+use crate::mmu::{self, Access, Priv};
 use crate::state::{reg, sreg};
 
 /// Everything one instruction can touch.
@@ -28,21 +28,36 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Make the TLB's current set the one for the current privilege (CPL 3 or not); called
+    /// before any TLB lookup path (here and at each block lookup).
+    #[inline(always)]
+    pub fn sync_tlb_privilege(&mut self) {
+        let user = self.cpu.state.cpl() == 3;
+        self.cpu.tlb.set_user(user);
+    }
+
     /// Translate a linear address for `access` at the current privilege, filling the TLB.
     /// Returns the physical address.
     pub fn translate(&mut self, lin: u64, access: Access) -> Result<u64, Fault> {
+        self.sync_tlb_privilege();
         if let Some(p) = self.cpu.tlb.lookup(lin, access) {
             return Ok(p | (lin & 0xfff));
         }
-        self.translate_slow(lin, access, self.cpu.state.cpl() == 3)
+        let prv = if self.cpu.state.cpl() == 3 {
+            Priv::User
+        } else {
+            Priv::Supervisor
+        };
+        self.translate_slow(lin, access, prv)
     }
 
-    /// Translate as a supervisor (implicit) access, e.g. descriptor-table reads.
+    /// Translate as an implicit supervisor access, e.g. descriptor-table reads (SMAP applies
+    /// whatever RFLAGS.AC says).
     pub fn translate_supervisor(&mut self, lin: u64, access: Access) -> Result<u64, Fault> {
-        self.translate_slow(lin, access, false)
+        self.translate_slow(lin, access, Priv::Implicit)
     }
 
-    fn translate_slow(&mut self, lin: u64, access: Access, user: bool) -> Result<u64, Fault> {
+    fn translate_slow(&mut self, lin: u64, access: Access, prv: Priv) -> Result<u64, Fault> {
         let st = &self.cpu.state;
         if st.efer & crate::state::ctl::EFER_LMA != 0 && !mmu::is_canonical(lin) {
             return Err(if self.ss_operand {
@@ -51,10 +66,15 @@ impl<'a> Ctx<'a> {
                 Fault::GP0
             });
         }
-        let t = mmu::walk(self.ram, st, lin, access, user)?;
-        let cacheable = user == (st.cpl() == 3) && self.ram.contains(t.phys_page, PAGE_SIZE);
+        self.sync_tlb_privilege();
+        let cpu = &mut *self.cpu;
+        let t = mmu::translate(self.ram, &cpu.state, &mut cpu.tlb, lin, access, prv)?;
+        // Implicit accesses at CPL 3 are supervisor accesses: not for the user set.
+        let cacheable = t.cacheable
+            && !(prv == Priv::Implicit && cpu.state.cpl() == 3)
+            && self.ram.contains(t.phys_page, PAGE_SIZE);
         if cacheable && !(access == Access::Write && self.ram.is_code_page(t.phys_page >> 12)) {
-            self.cpu.tlb.insert(lin, access, t.phys_page);
+            cpu.tlb.insert_translation(lin, access, &t);
         }
         Ok(t.phys_page | (lin & 0xfff))
     }

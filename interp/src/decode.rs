@@ -202,6 +202,8 @@ impl Ctx<'_> {
     /// if still valid, else decoded now.
     #[inline]
     pub fn block_at_rip(&mut self) -> Result<u32, Fault> {
+        // The TLB set must match the CPL before any instruction of the block looks it up.
+        self.sync_tlb_privilege();
         let st = &self.cpu.state;
         let rip = st.rip;
         let (bitness, lin) = if st.in_64bit_mode() {
