@@ -171,21 +171,56 @@ fn cache_leaf(i: u32) -> CpuidResult {
     let Some(c) = CACHES.get(i as usize) else {
         return r(0, 0, 0, 0);
     };
-    // EAX: type, level, self-initialising (bit 8); sharing fields 25:14 and 31:26 are
-    // "count - 1" = 0 (one thread, one core).
-    let eax = c.kind | (c.level << 5) | (1 << 8);
+    // EAX: type, level, self-initialising (bit 8); 25:14 = logical processors sharing the
+    // cache - 1 (L1/L2: one core's threads, L3: the package), 31:26 = cores per package - 1.
+    let sharing = if c.level == 3 {
+        THREADS_PER_CORE * CORES_PER_PACKAGE
+    } else {
+        THREADS_PER_CORE
+    };
+    let eax = c.kind
+        | (c.level << 5)
+        | (1 << 8)
+        | ((sharing - 1) << 14)
+        | ((CORES_PER_PACKAGE - 1) << 26);
     // EBX: ways-1 (31:22), partitions-1 (21:12) = 0, line size-1 (11:0).
     let ebx = ((c.ways - 1) << 22) | (LINE - 1);
     r(eax, ebx, c.sets - 1, c.edx)
 }
 
-/// Leaves 0xB and 0x1F: one thread per core, one core per package.
+/// Logical processors (threads) per core. The SMP issue raises [`CORES_PER_PACKAGE`] to the
+/// vCPU count; leaves 4, 0xB and 0x1F follow these two constants.
+pub const THREADS_PER_CORE: u32 = 1;
+/// Cores per package.
+pub const CORES_PER_PACKAGE: u32 = 1;
+
+/// Bits needed to number `n` items (x2APIC ID shift width): ceil(log2(n)).
+const fn id_bits(n: u32) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        32 - (n - 1).leading_zeros()
+    }
+}
+
+/// Leaves 0xB and 0x1F: the SMT level (type 1), the core level (type 2), then the invalid
+/// level that ends the enumeration. EAX = x2APIC ID shift to the next level, EBX = logical
+/// processors at this level, ECX = level type << 8 | level number, EDX = x2APIC ID.
 fn topology_leaf(subleaf: u32, apic_id: u32) -> CpuidResult {
+    let per_package = THREADS_PER_CORE * CORES_PER_PACKAGE;
     match subleaf {
-        // SMT level: shift 0, one logical processor, level type 1.
-        0 => r(0, 1, (1 << 8) | subleaf, apic_id),
-        // Core level: shift 0, one logical processor, level type 2.
-        1 => r(0, 1, (2 << 8) | subleaf, apic_id),
+        0 => r(
+            id_bits(THREADS_PER_CORE),
+            THREADS_PER_CORE,
+            (1 << 8) | subleaf,
+            apic_id,
+        ),
+        1 => r(
+            id_bits(per_package),
+            per_package,
+            (2 << 8) | subleaf,
+            apic_id,
+        ),
         // Invalid level: EAX = EBX = 0, ECX echoes the level number, EDX the x2APIC ID.
         _ => r(0, 0, subleaf & 0xff, apic_id),
     }
@@ -391,6 +426,14 @@ mod tests {
         }
         assert_eq!(query(0xd, 0, 0), r(3, 576, 576, 0));
         assert_eq!(query(0xd, 1, 0), CpuidResult::default());
+    }
+
+    #[test]
+    fn topology_id_widths() {
+        assert_eq!(
+            [id_bits(1), id_bits(2), id_bits(3), id_bits(4), id_bits(5)],
+            [0, 1, 2, 2, 3]
+        );
     }
 
     #[test]

@@ -119,6 +119,79 @@ impl Default for X87State {
     }
 }
 
+/// MSRs added by the system-instruction work (ops/msr.rs; docs/system-cpu.md "MSRs").
+/// EFER, STAR/LSTAR/CSTAR/SFMASK, KERNEL_GS_BASE, TSC_AUX and PAT stay top-level fields of
+/// [`CpuState`]; FS_BASE/GS_BASE are the FS/GS segment bases.
+#[repr(C)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MsrState {
+    /// IA32_TSC write offset: TSC = retired instructions + `tsc_offset` (wrapping).
+    pub tsc_offset: u64,
+    /// IA32_TSC_DEADLINE (read by the LAPIC timer device).
+    pub tsc_deadline: u64,
+    /// IA32_APIC_BASE: base address, BSP (bit 8) and global enable (bit 11).
+    pub apic_base: u64,
+    /// IA32_MTRR_DEF_TYPE.
+    pub mtrr_def_type: u64,
+    /// IA32_MTRR_PHYSBASE0/PHYSMASK0 .. 7, interleaved as the MSR numbers are (0x200..0x20F).
+    pub mtrr_var: [u64; 16],
+    /// Fixed-range MTRRs in MSR order: 64K_00000, 16K_80000, 16K_A0000, 4K_C0000 .. 4K_F8000.
+    pub mtrr_fixed: [u64; 11],
+    /// IA32_MISC_ENABLE.
+    pub misc_enable: u64,
+    pub sysenter_cs: u64,
+    pub sysenter_esp: u64,
+    pub sysenter_eip: u64,
+}
+
+impl MsrState {
+    /// Values after power-on/reset.
+    pub fn power_on() -> Self {
+        MsrState {
+            tsc_offset: 0,
+            tsc_deadline: 0,
+            apic_base: msr_reset::APIC_BASE,
+            mtrr_def_type: 0,
+            mtrr_var: [0; 16],
+            mtrr_fixed: [0; 11],
+            misc_enable: msr_reset::MISC_ENABLE,
+            sysenter_cs: 0,
+            sysenter_esp: 0,
+            sysenter_eip: 0,
+        }
+    }
+
+    fn hash_into(&self, h: &mut StateHasher) {
+        for v in [
+            self.tsc_offset,
+            self.tsc_deadline,
+            self.apic_base,
+            self.mtrr_def_type,
+        ] {
+            h.u64(v);
+        }
+        for v in self.mtrr_var.iter().chain(&self.mtrr_fixed) {
+            h.u64(*v);
+        }
+        for v in [
+            self.misc_enable,
+            self.sysenter_cs,
+            self.sysenter_esp,
+            self.sysenter_eip,
+        ] {
+            h.u64(v);
+        }
+    }
+}
+
+/// Reset values of MSRs held in [`MsrState`].
+pub mod msr_reset {
+    /// 0xFEE00000, BSP (bit 8), xAPIC global enable (bit 11).
+    pub const APIC_BASE: u64 = 0xfee0_0900;
+    /// Fast strings (bit 0), BTS unavailable (bit 11), PEBS unavailable (bit 12).
+    pub const MISC_ENABLE: u64 = (1 << 0) | (1 << 11) | (1 << 12);
+}
+
 /// The complete architectural state of one vCPU.
 ///
 /// Everything the guest can observe lives here and nothing else does: caches (TLB, decoded
@@ -149,6 +222,8 @@ pub struct CpuState {
     pub kernel_gs_base: u64,
     pub tsc_aux: u64,
     pub pat: u64,
+    /// The other modelled MSRs.
+    pub msr: MsrState,
     /// YMM0..15 as four little-endian 64-bit lanes each (XMM is the low two).
     pub ymm: [[u64; 4]; 16],
     pub mxcsr: u32,
@@ -163,6 +238,8 @@ pub struct CpuState {
 /// CR0/CR4/EFER bits used by the interpreter.
 pub mod ctl {
     pub const CR0_PE: u64 = 1 << 0;
+    pub const CR0_NW: u64 = 1 << 29;
+    pub const CR0_CD: u64 = 1 << 30;
     pub const CR0_MP: u64 = 1 << 1;
     pub const CR0_EM: u64 = 1 << 2;
     pub const CR0_TS: u64 = 1 << 3;
@@ -171,14 +248,28 @@ pub mod ctl {
     pub const CR0_WP: u64 = 1 << 16;
     pub const CR0_AM: u64 = 1 << 18;
     pub const CR0_PG: u64 = 1 << 31;
+    pub const CR4_VME: u64 = 1 << 0;
+    pub const CR4_PVI: u64 = 1 << 1;
+    pub const CR4_TSD: u64 = 1 << 2;
+    pub const CR4_DE: u64 = 1 << 3;
+    pub const CR4_PSE: u64 = 1 << 4;
     pub const CR4_PAE: u64 = 1 << 5;
+    pub const CR4_MCE: u64 = 1 << 6;
     pub const CR4_PGE: u64 = 1 << 7;
+    pub const CR4_PCE: u64 = 1 << 8;
     pub const CR4_OSFXSR: u64 = 1 << 9;
     pub const CR4_OSXMMEXCPT: u64 = 1 << 10;
+    pub const CR4_UMIP: u64 = 1 << 11;
+    pub const CR4_LA57: u64 = 1 << 12;
+    pub const CR4_VMXE: u64 = 1 << 13;
+    pub const CR4_SMXE: u64 = 1 << 14;
     pub const CR4_FSGSBASE: u64 = 1 << 16;
+    pub const CR4_PCIDE: u64 = 1 << 17;
     pub const CR4_OSXSAVE: u64 = 1 << 18;
     pub const CR4_SMEP: u64 = 1 << 20;
     pub const CR4_SMAP: u64 = 1 << 21;
+    pub const CR4_PKE: u64 = 1 << 22;
+    pub const CR4_CET: u64 = 1 << 23;
     pub const EFER_SCE: u64 = 1 << 0;
     pub const EFER_LME: u64 = 1 << 8;
     pub const EFER_LMA: u64 = 1 << 10;
@@ -246,6 +337,7 @@ impl CpuState {
             kernel_gs_base: 0,
             tsc_aux: 0,
             pat: 0x0007_0406_0007_0406,
+            msr: MsrState::power_on(),
             ymm: [[0; 4]; 16],
             mxcsr: 0x1f80,
             xcr0: 1,
@@ -290,10 +382,23 @@ impl CpuState {
         s
     }
 
-    /// Current privilege level (CS.RPL, which equals CS.DPL outside conforming oddities).
+    /// Current privilege level: 0 in real mode, 3 in virtual-8086 mode, else CS.RPL (which
+    /// equals CS.DPL outside conforming oddities).
     #[inline]
     pub fn cpl(&self) -> u8 {
-        (self.seg[sreg::CS].selector & 3) as u8
+        if self.cr0 & ctl::CR0_PE == 0 {
+            0
+        } else if self.rflags & flags::VM != 0 {
+            3
+        } else {
+            (self.seg[sreg::CS].selector & 3) as u8
+        }
+    }
+
+    /// RFLAGS.IOPL.
+    #[inline]
+    pub fn iopl(&self) -> u8 {
+        ((self.rflags & flags::IOPL) >> 12) as u8
     }
 
     /// True in 64-bit mode (long mode active and CS.L set).
@@ -347,6 +452,7 @@ impl CpuState {
         ] {
             h.u64(v);
         }
+        self.msr.hash_into(h);
         for y in self.ymm {
             for v in y {
                 h.u64(v);

@@ -312,6 +312,7 @@ pub fn diff_state(j: &CpuState, i: &CpuState, out: &mut Vec<String>) {
             kernel_gs_base,
             tsc_aux,
             pat,
+            msr,
             mxcsr,
             xcr0,
             x87,

@@ -1,5 +1,6 @@
 //! Control transfer: Jcc, near JMP/CALL/RET, LOOP/LOOPE/LOOPNE, JCXZ/JECXZ/JRCXZ, INT3, INTO,
-//! INT n, HLT, UD0/UD1/UD2 and SYSCALL (to the host). Far transfers belong to the system family.
+//! INT n, HLT and UD0/UD1/UD2. Far transfers belong to the system family; SYSCALL/SYSRET and
+//! SYSENTER/SYSEXIT live in `sysenter.rs`.
 //!
 //! Branch targets come from iced (`near_branch_target`), already wrapped to the operand size;
 //! the default (Intel) decoder ignores 66h on near branches in 64-bit mode. A non-canonical
@@ -65,7 +66,6 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
             Mnemonic::Ud0 => ud0,
             Mnemonic::Ud1 => ud1,
             Mnemonic::Ud2 => ud2,
-            Mnemonic::Syscall => syscall,
             _ => return None,
         },
     })
@@ -235,20 +235,6 @@ fn ud1(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
 
 fn ud2(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
     Err(Fault::ud("UD2").into())
-}
-
-fn syscall(x: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
-    let st = &mut x.cpu.state;
-    if st.efer & crate::state::ctl::EFER_SCE == 0 || !st.in_64bit_mode() {
-        return Err(Fault::ud("SYSCALL with EFER.SCE clear or outside 64-bit mode").into());
-    }
-    if x.cpu.config.syscall_to_host {
-        // The architectural register effects happen; the kernel side is the host's.
-        st.gpr[crate::state::reg::RCX] = st.rip;
-        st.gpr[crate::state::reg::R11] = st.rflags & !crate::state::flags::RF;
-        return Err(Trap::Syscall);
-    }
-    Err(Fault::ud("SYSCALL into a guest kernel is not implemented").into())
 }
 
 #[cfg(test)]

@@ -25,12 +25,16 @@ mod avx_perm_native;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod cr;
 pub mod f16c;
 pub mod fast;
 pub mod fast_misc;
 pub mod fma;
+pub mod io;
+pub mod iopl;
 pub mod mmx;
 pub mod mov;
+pub mod msr;
 pub mod muldiv;
 #[cfg(test)]
 pub(crate) mod native;
@@ -60,7 +64,10 @@ pub mod sse_shuf;
 pub mod ssse3;
 pub mod stack;
 pub mod string;
+pub mod sysenter;
 pub mod system;
+#[cfg(test)]
+pub(crate) mod systest;
 pub mod x87_arith;
 pub mod x87_cmp;
 pub mod x87_common;
@@ -119,6 +126,11 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| control::lookup(ins))
         .or_else(|| string::lookup(ins))
         .or_else(|| system::lookup(ins))
+        .or_else(|| msr::lookup(ins))
+        .or_else(|| cr::lookup(ins))
+        .or_else(|| io::lookup(ins))
+        .or_else(|| iopl::lookup(ins))
+        .or_else(|| sysenter::lookup(ins))
         .or_else(|| x87_load::lookup(ins))
         .or_else(|| x87_arith::lookup(ins))
         .or_else(|| x87_cmp::lookup(ins))
@@ -130,7 +142,13 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
 /// Instructions that must end a block although they do not transfer control (they change
 /// mode, paging or interrupt state, or talk to devices). Families add theirs here.
 pub fn ends_block(ins: &Instruction) -> bool {
-    system::ends_block(ins) || stack::ends_block(ins)
+    system::ends_block(ins)
+        || stack::ends_block(ins)
+        || msr::ends_block(ins)
+        || cr::ends_block(ins)
+        || io::ends_block(ins)
+        || iopl::ends_block(ins)
+        || sysenter::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {

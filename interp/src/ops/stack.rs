@@ -127,17 +127,22 @@ pub fn pushf_value(rflags: u64, size: u8) -> u64 {
     rflags & !(RF | VM) & mask(size)
 }
 
+/// PUSHF: in virtual-8086 mode with IOPL < 3, #GP(0) (no VME).
 fn pushf<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
+    let st = &x.cpu.state;
+    if st.rflags & VM != 0 && st.iopl() < 3 {
+        return Err(Fault::GP0.into());
+    }
     let v = pushf_value(x.cpu.state.rflags, S);
     x.push(v, S)?;
     Ok(())
 }
 
-/// RFLAGS after POPF/POPFD/POPFQ (protected or long mode, not virtual-8086).
-/// Status flags, TF, DF, NT, AC and ID load; IOPL only at CPL 0; IF only when CPL <= IOPL;
-/// VIP/VIF and the reserved bits are unaffected; bit 1 is set; RF and VM end up clear. A
-/// 16-bit POPF touches bits 0..15 only. (Matches this host at CPL 3, IOPL 0.)
+/// RFLAGS after POPF/POPFD/POPFQ (real mode: pass CPL 0; virtual-8086 mode with IOPL 3:
+/// CPL 3). Status flags, TF, DF, NT, AC and ID load; IOPL only at CPL 0; IF only when
+/// CPL <= IOPL; VM, VIP/VIF and the reserved bits are unaffected; bit 1 is set; RF ends up
+/// clear. A 16-bit POPF touches bits 0..15 only. (Matches this host at CPL 3, IOPL 0.)
 pub fn popf_value(old: u64, popped: u64, cpl: u8, iopl: u8, size: u8) -> u64 {
     let mut modifiable = CF | PF | AF | ZF | SF | TF | DF | OF | NT | AC | ID;
     if cpl == 0 {
@@ -148,17 +153,31 @@ pub fn popf_value(old: u64, popped: u64, cpl: u8, iopl: u8, size: u8) -> u64 {
     }
     modifiable &= mask(size);
     let new = (old & !modifiable) | (popped & modifiable);
-    (new & !(RF | VM)) | FIXED1
+    (new & !(RF | VM)) | (old & VM) | FIXED1
 }
 
 fn popf<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
+    let st = &x.cpu.state;
+    // Virtual-8086 mode without VME: POPF needs IOPL 3.
+    if st.rflags & VM != 0 && st.iopl() < 3 {
+        return Err(Fault::GP0.into());
+    }
     let v = x.peek_stack(0, S)?;
     let st = &x.cpu.state;
-    let iopl = ((st.rflags & IOPL) >> 12) as u8;
-    let new = popf_value(st.rflags, v, st.cpl(), iopl, S);
+    let old = st.rflags;
+    let new = popf_value(old, v, st.cpl(), st.iopl(), S);
     x.add_rsp(S as u64);
     x.cpu.state.rflags = new;
+    if old & IF == 0 && new & IF != 0 {
+        // An interrupt may now be deliverable: let the machine look right after this.
+        x.cpu.yield_requested = true;
+    }
+    let st = &x.cpu.state;
+    if (old ^ new) & AC != 0 && st.cr4 & crate::state::ctl::CR4_SMAP != 0 && st.cpl() < 3 {
+        // Supervisor translations cached under the old AC may no longer hold (SMAP).
+        x.cpu.flush_tlb();
+    }
     Ok(())
 }
 

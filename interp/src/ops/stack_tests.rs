@@ -184,8 +184,9 @@ fn popf_privilege_rules() {
     assert_eq!(popf_value(base | AC, 0xffff, 3, 0, 2), want & 0xffff | AC);
     // 32-bit: reserved high bits never load.
     assert_eq!(popf_value(FIXED1, all, 0, 0, 4), want | IOPL);
-    // VM and RF never survive.
-    assert_eq!(popf_value(base | VM | RF, RF | VM, 0, 0, 8), base & !IF);
+    // RF never survives; VM is never loaded (a V86 POPF keeps it, nothing else sets it).
+    assert_eq!(popf_value(base | RF, RF | VM, 0, 0, 8), base & !IF);
+    assert_eq!(popf_value(base | VM | RF, RF, 3, 3, 8), (base & !IF) | VM);
 }
 
 #[test]
@@ -372,4 +373,33 @@ fn popf_ends_block() {
     assert!(super::ends_block(&ins));
     let ins = iced_x86::Decoder::new(64, &[0x9c], iced_x86::DecoderOptions::NONE).decode();
     assert!(!super::ends_block(&ins));
+}
+
+#[test]
+fn popf_setting_if_yields_and_v86_needs_iopl3() {
+    use crate::cpu::ExitReason;
+    use crate::ops::systest::{long_machine, run};
+    // CPL 0: POPF that sets IF stops the engine right after it; one that keeps IF clear
+    // does not.
+    let mut m = long_machine(|a| {
+        a.push(0x2i32)?;
+        a.popfq()?;
+        a.push(0x202i32)?;
+        a.popfq()?;
+        a.hlt()
+    });
+    let e = m.run(100);
+    assert_eq!(e.reason, ExitReason::Yield);
+    assert_eq!(e.retired, 4);
+    assert_ne!(m.cpu.state.rflags & IF, 0);
+    assert_eq!(run(&mut m, 100).reason, ExitReason::Halt);
+    // Virtual-8086 mode with IOPL < 3: PUSHF and POPF are #GP(0) (no VME).
+    for code in [0x9cu8, 0x9d] {
+        let mut m = crate::ops::systest::prot_machine(|a| a.hlt());
+        m.load(crate::ops::systest::CODE, &[code]);
+        m.cpu.state.rflags |= VM;
+        m.cpu.state.seg[sreg::CS].attr &= !(1 << 14);
+        let e = m.run(1);
+        assert_eq!(e.reason, ExitReason::Exception(Fault::GP0), "{code:#x}");
+    }
 }

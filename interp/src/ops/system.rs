@@ -57,10 +57,10 @@ fn cpuid(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 }
 
 /// The virtual TSC: 1 GHz and one instruction per nanosecond, so it is the number of
-/// instructions retired before this one.
+/// instructions retired before this one, plus the offset a WRMSR to IA32_TSC set.
 #[inline]
-fn tsc(x: &Ctx) -> u64 {
-    x.cpu.retired
+pub fn tsc(x: &Ctx) -> u64 {
+    x.cpu.retired.wrapping_add(x.cpu.state.msr.tsc_offset)
 }
 
 fn check_tsd(x: &Ctx) -> Result<(), Fault> {
