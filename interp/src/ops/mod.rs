@@ -29,6 +29,7 @@ pub mod f16c;
 pub mod fast;
 pub mod fast_misc;
 pub mod fma;
+pub mod interrupt;
 pub mod mmx;
 pub mod mov;
 pub mod muldiv;
@@ -116,6 +117,7 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| bmi::lookup(ins))
         .or_else(|| mov::lookup(ins))
         .or_else(|| stack::lookup(ins))
+        .or_else(|| interrupt::lookup(ins))
         .or_else(|| control::lookup(ins))
         .or_else(|| string::lookup(ins))
         .or_else(|| system::lookup(ins))
@@ -130,7 +132,7 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
 /// Instructions that must end a block although they do not transfer control (they change
 /// mode, paging or interrupt state, or talk to devices). Families add theirs here.
 pub fn ends_block(ins: &Instruction) -> bool {
-    system::ends_block(ins) || stack::ends_block(ins)
+    system::ends_block(ins) || stack::ends_block(ins) || interrupt::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
