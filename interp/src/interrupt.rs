@@ -148,11 +148,12 @@ pub enum ShutdownCause {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shutdown {
     pub cause: ShutdownCause,
-    /// The events in delivery order: the original one, then each exception raised while
-    /// delivering the previous one (the last is #DF for a triple fault).
+    /// The events whose delivery was attempted, in order: the original one, then the
+    /// exception (or #DF) that delivering the previous one led to.
     pub events: Vec<Event>,
-    /// The fault raised while delivering the last event (triple fault only).
-    pub last_fault: Option<Fault>,
+    /// The fault each attempt in `events` raised (for a triple fault, one per event; the
+    /// last is the fault while delivering #DF).
+    pub raised: Vec<Fault>,
     pub rip: u64,
     pub cs: u16,
     pub cpl: u8,
@@ -165,11 +166,16 @@ pub struct Shutdown {
 }
 
 impl Shutdown {
-    fn new(st: &CpuState, cause: ShutdownCause, events: Vec<Event>, last: Option<Fault>) -> Self {
+    /// The fault that ended it (for a triple fault: the one raised while delivering #DF).
+    pub fn last_fault(&self) -> Option<Fault> {
+        self.raised.last().copied()
+    }
+
+    fn new(st: &CpuState, cause: ShutdownCause, events: Vec<Event>, raised: Vec<Fault>) -> Self {
         Shutdown {
             cause,
             events,
-            last_fault: last,
+            raised,
             rip: st.rip,
             cs: st.seg[sreg::CS].selector,
             cpl: cpl(st),
@@ -201,15 +207,12 @@ impl fmt::Display for Shutdown {
             " at CS:RIP {:#06x}:{:#x} (CPL {}, {mode})",
             self.cs, self.rip, self.cpl
         )?;
-        f.write_str("  events: ")?;
+        f.write_str("  events:")?;
         for (i, e) in self.events.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" -> ")?;
+            write!(f, "\n    delivering {e}")?;
+            if let Some(x) = self.raised.get(i) {
+                write!(f, " raised {x}")?;
             }
-            write!(f, "{e}")?;
-        }
-        if let Some(x) = self.last_fault {
-            write!(f, ", then {x} while delivering it")?;
         }
         write!(
             f,
@@ -280,6 +283,7 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Shutdown> {
         other => other,
     };
     let mut chain: Vec<Event> = Vec::new();
+    let mut raised: Vec<Fault> = Vec::new();
     let cpl_before = cpl(&ctx.cpu.state);
     let ac_before = ctx.cpu.state.rflags & flags::AC;
     loop {
@@ -304,22 +308,23 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Shutdown> {
                     st,
                     ShutdownCause::NotModelled(what),
                     chain,
-                    None,
+                    raised,
                 ));
             }
             Err(Fail::Fault(f)) => {
+                raised.push(f);
+                if let Fault::PageFault { addr, .. } = f {
+                    // CR2 is loaded when the #PF is detected, also when it becomes #DF
+                    // (kernels read it in their #DF handler to spot stack overflows).
+                    ctx.cpu.state.cr2 = addr;
+                }
                 if let Event::Software { kind, .. } = cur {
                     unretire_soft_int(ctx.cpu, kind);
                 }
                 let first = cur.class();
                 if first == FaultClass::DoubleFault || chain.len() >= 8 {
                     let st = &ctx.cpu.state;
-                    return Err(Shutdown::new(
-                        st,
-                        ShutdownCause::TripleFault,
-                        chain,
-                        Some(f),
-                    ));
+                    return Err(Shutdown::new(st, ShutdownCause::TripleFault, chain, raised));
                 }
                 // SDM Vol. 3 table 6-5: contributory after contributory, and contributory or
                 // #PF after #PF, become #DF; everything else is delivered in turn.
