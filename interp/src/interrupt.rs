@@ -271,13 +271,13 @@ pub fn deliver(
     ram: &mut GuestRam,
     bus: &mut dyn Bus,
     ev: Event,
-) -> Result<(), Shutdown> {
+) -> Result<(), Box<Shutdown>> {
     let mut ctx = Ctx::new(cpu, ram, bus);
     deliver_in(&mut ctx, ev)
 }
 
 /// [`deliver`] on an existing context.
-pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Shutdown> {
+pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     let mut cur = match ev {
         Event::Exception(f) => Event::from_fault(f),
         other => other,
@@ -304,12 +304,12 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Shutdown> {
             Ok(()) => break,
             Err(Fail::NotModelled(what)) => {
                 let st = &ctx.cpu.state;
-                return Err(Shutdown::new(
+                return Err(Box::new(Shutdown::new(
                     st,
                     ShutdownCause::NotModelled(what),
                     chain,
                     raised,
-                ));
+                )));
             }
             Err(Fail::Fault(f)) => {
                 raised.push(f);
@@ -324,7 +324,12 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Shutdown> {
                 let first = cur.class();
                 if first == FaultClass::DoubleFault || chain.len() >= 8 {
                     let st = &ctx.cpu.state;
-                    return Err(Shutdown::new(st, ShutdownCause::TripleFault, chain, raised));
+                    return Err(Box::new(Shutdown::new(
+                        st,
+                        ShutdownCause::TripleFault,
+                        chain,
+                        raised,
+                    )));
                 }
                 // SDM Vol. 3 table 6-5: contributory after contributory, and contributory or
                 // #PF after #PF, become #DF; everything else is delivered in turn.

@@ -91,7 +91,7 @@ pub enum SysStop {
     /// An exception the engine handed back (with `deliver_exceptions` off).
     Exception(crate::Fault),
     /// The processor shut down (triple fault, or an event needing something not modelled).
-    Shutdown(Shutdown),
+    Shutdown(Box<Shutdown>),
     /// The instruction budget ran out.
     Budget,
     /// Any other engine exit.
@@ -180,14 +180,14 @@ impl SysMachine {
     }
 
     /// Deliver an event now (exception, software or external interrupt).
-    pub fn deliver(&mut self, ev: Event) -> Result<(), Shutdown> {
+    pub fn deliver(&mut self, ev: Event) -> Result<(), Box<Shutdown>> {
         interrupt::deliver(&mut self.cpu, &mut self.ram, &mut self.bus, ev)
     }
 
     /// Offer external interrupt `vector` at this boundary: delivered (true) when IF = 1 and no
     /// interrupt shadow is in force, else refused (false, nothing changes). A halted CPU
     /// wakes up. Delivery can still shut the processor down.
-    pub fn inject_external(&mut self, vector: u8) -> Result<bool, Shutdown> {
+    pub fn inject_external(&mut self, vector: u8) -> Result<bool, Box<Shutdown>> {
         if !interrupt::accepts_external(&self.cpu.state) {
             return Ok(false);
         }
