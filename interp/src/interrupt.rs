@@ -752,4 +752,4 @@ pub fn null_ss(cpl: u8) -> Segment {
 
 #[cfg(test)]
 #[path = "interrupt_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -304,3 +304,7 @@ fn null_data_segments(st: &mut crate::state::CpuState, new_cpl: u8) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "interrupt_tests.rs"]
+mod tests;
