@@ -15,7 +15,9 @@ fn lockstep_bin() -> String {
 }
 
 fn tmp(tag: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("boot").join(tag);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("boot")
+        .join(tag);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -108,7 +110,9 @@ fn boot(kernel: &Path, initrd: &Path, engine: &str) -> Run {
 
 fn check(flavour: &str) {
     let Some(k) = kernel(flavour) else {
-        panic!("no /boot/vmlinuz-*{flavour}: run scripts/install-deps.sh (installs Debian's kernels)");
+        panic!(
+            "no /boot/vmlinuz-*{flavour}: run scripts/install-deps.sh (installs Debian's kernels)"
+        );
     };
     let version = k
         .file_name()
@@ -126,13 +130,25 @@ fn check(flavour: &str) {
         i.stats
     );
     assert!(i.serial.contains("shell loop 3"), "{}", tail(&i.serial));
-    assert!(i.serial.contains("static C program: hash"), "{}", tail(&i.serial));
-    assert_eq!(i.code, 0, "{version}: did not power off cleanly:\n{}", tail(&i.serial));
+    assert!(
+        i.serial.contains("static C program: hash"),
+        "{}",
+        tail(&i.serial)
+    );
+    assert_eq!(
+        i.code,
+        0,
+        "{version}: did not power off cleanly:\n{}",
+        tail(&i.serial)
+    );
 
     let j = boot(&k, &rd, "jit");
     assert_eq!(j.code, 0, "{version} (jit):\n{}", tail(&j.serial));
     assert_eq!(j.serial, i.serial, "{version}: JIT serial output differs");
-    assert_eq!(j.stats, i.stats, "{version}: JIT retired count / state hash differ");
+    assert_eq!(
+        j.stats, i.stats,
+        "{version}: JIT retired count / state hash differ"
+    );
 
     let golden_path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("goldens/boot")

@@ -38,6 +38,12 @@ pub enum Fault {
     AlignmentCheck,
     /// #XM SIMD floating-point exception (vector 19).
     SimdError,
+    /// INT n (CD ib): a software interrupt through vector n, a trap (RIP after the
+    /// instruction). Delivery applies the gate-DPL check and clears EXT in error codes.
+    SoftwareInterrupt(u8),
+    /// INT1 (ICEBP, F1): #DB as a trap (RIP after the instruction), delivered like a hardware
+    /// event (no gate-DPL check, EXT set in error codes).
+    Int1,
 }
 
 impl Fault {
@@ -68,6 +74,8 @@ impl Fault {
             Fault::X87Error => 16,
             Fault::AlignmentCheck => 17,
             Fault::SimdError => 19,
+            Fault::SoftwareInterrupt(n) => *n,
+            Fault::Int1 => 1,
         }
     }
 
@@ -103,12 +111,31 @@ impl Fault {
             Fault::X87Error => "#MF",
             Fault::AlignmentCheck => "#AC",
             Fault::SimdError => "#XM",
+            Fault::SoftwareInterrupt(_) => "INT",
+            Fault::Int1 => "#DB",
         }
     }
 
-    /// Traps (INT3, INTO) complete the instruction: RIP points after it.
+    /// Traps (INT3, INTO, INT n, INT1) complete the instruction: RIP points after it.
     pub fn is_trap(&self) -> bool {
-        matches!(self, Fault::Breakpoint | Fault::Overflow)
+        matches!(
+            self,
+            Fault::Breakpoint | Fault::Overflow | Fault::SoftwareInterrupt(_) | Fault::Int1
+        )
+    }
+
+    /// Exception class for the double-fault rules (SDM Vol. 3 table 6-5).
+    pub fn class(&self) -> FaultClass {
+        match self {
+            Fault::DivideError
+            | Fault::InvalidTss(_)
+            | Fault::SegmentNotPresent(_)
+            | Fault::StackFault(_)
+            | Fault::GeneralProtection(_) => FaultClass::Contributory,
+            Fault::PageFault { .. } => FaultClass::PageFault,
+            Fault::DoubleFault => FaultClass::DoubleFault,
+            _ => FaultClass::Benign,
+        }
     }
 }
 
@@ -117,12 +144,27 @@ impl fmt::Display for Fault {
         match *self {
             Fault::InvalidOpcode { what } => write!(f, "#UD ({what})"),
             Fault::PageFault { addr, code } => write!(f, "#PF(addr={addr:#x}, code={code:#x})"),
+            Fault::SoftwareInterrupt(n) => write!(f, "INT {n:#04x}"),
+            Fault::Int1 => f.write_str("#DB (INT1)"),
             other => match other.error_code() {
                 Some(c) => write!(f, "{}({c:#x})", other.mnemonic()),
                 None => f.write_str(other.mnemonic()),
             },
         }
     }
+}
+
+/// Classes of exceptions for the double-fault rules (SDM Vol. 3 table 6-5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultClass {
+    /// Everything else, including software and external interrupts.
+    Benign,
+    /// #DE, #TS, #NP, #SS, #GP.
+    Contributory,
+    /// #PF.
+    PageFault,
+    /// #DF itself (a fault while delivering it shuts the processor down).
+    DoubleFault,
 }
 
 /// Page-fault error-code bits.

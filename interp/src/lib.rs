@@ -11,6 +11,7 @@ pub mod desc;
 pub mod fault;
 pub mod flags;
 pub mod fp;
+pub mod interrupt;
 pub mod mem;
 pub mod mmu;
 pub mod operand;

@@ -3,6 +3,7 @@
 //! real machine (that lives in the `lockstep` crate with its devices).
 
 use crate::cpu::{Cpu, CpuConfig, Engine, Exit, ExitReason, Interpreter};
+use crate::interrupt::{self, Event, Shutdown};
 use crate::mem::{Bus, GuestRam};
 use crate::state::{ctl, flags, sreg, CpuState, Segment};
 
@@ -75,6 +76,9 @@ pub struct SysMachine {
     pub cpu: Cpu,
     pub ram: GuestRam,
     pub bus: PortBus,
+    /// [`SysMachine::run_until_stop`] delivers exceptions through the IVT/IDT and goes on
+    /// (default). When false it stops with [`SysStop::Exception`] instead.
+    pub deliver_exceptions: bool,
 }
 
 /// How [`SysMachine::run_until_stop`] ended.
@@ -84,8 +88,10 @@ pub enum SysStop {
     ExitPort(u32),
     /// HLT.
     Halt,
-    /// An exception the engine handed back (no delivery configured, or delivery failed).
+    /// An exception the engine handed back (with `deliver_exceptions` off).
     Exception(crate::Fault),
+    /// The processor shut down (triple fault, or an event needing something not modelled).
+    Shutdown(Box<Shutdown>),
     /// The instruction budget ran out.
     Budget,
     /// Any other engine exit.
@@ -101,6 +107,7 @@ impl SysMachine {
             cpu,
             ram,
             bus: PortBus::default(),
+            deliver_exceptions: true,
         }
     }
 
@@ -160,11 +167,37 @@ impl SysMachine {
 
     /// Run the interpreter for at most `budget` instructions (one engine call).
     pub fn run(&mut self, budget: u64) -> Exit {
-        Interpreter.run(&mut self.cpu, &mut self.ram, &mut self.bus, budget)
+        self.run_with(&mut Interpreter, budget)
     }
 
-    /// Run `engine` until the exit port is written, HLT, an exception comes back, or `budget`
-    /// instructions have retired.
+    /// One engine call, then the interrupt-shadow rule
+    /// ([`interrupt::end_shadow_after_run`]).
+    pub fn run_with(&mut self, engine: &mut dyn Engine, budget: u64) -> Exit {
+        let shadow = self.cpu.state.interrupt_shadow;
+        let e = engine.run(&mut self.cpu, &mut self.ram, &mut self.bus, budget);
+        interrupt::end_shadow_after_run(&mut self.cpu.state, shadow, e.retired);
+        e
+    }
+
+    /// Deliver an event now (exception, software or external interrupt).
+    pub fn deliver(&mut self, ev: Event) -> Result<(), Box<Shutdown>> {
+        interrupt::deliver(&mut self.cpu, &mut self.ram, &mut self.bus, ev)
+    }
+
+    /// Offer external interrupt `vector` at this boundary: delivered (true) when IF = 1 and no
+    /// interrupt shadow is in force, else refused (false, nothing changes). A halted CPU
+    /// wakes up. Delivery can still shut the processor down.
+    pub fn inject_external(&mut self, vector: u8) -> Result<bool, Box<Shutdown>> {
+        if !interrupt::accepts_external(&self.cpu.state) {
+            return Ok(false);
+        }
+        self.deliver(Event::External(vector))?;
+        Ok(true)
+    }
+
+    /// Run `engine` until the exit port is written, HLT, a shutdown, an exception (only with
+    /// `deliver_exceptions` off: otherwise exceptions are delivered and the run goes on), or
+    /// `budget` instructions have retired.
     pub fn run_until_stop(&mut self, engine: &mut dyn Engine, budget: u64) -> SysStop {
         let end = self.cpu.retired.saturating_add(budget);
         loop {
@@ -175,13 +208,18 @@ impl SysMachine {
                 return SysStop::Budget;
             }
             let left = end - self.cpu.retired;
-            let e = engine.run(&mut self.cpu, &mut self.ram, &mut self.bus, left);
+            let e = self.run_with(engine, left);
             match e.reason {
                 ExitReason::Budget | ExitReason::Yield => {}
                 ExitReason::Halt => {
                     return match self.bus.exit_code {
                         Some(c) => SysStop::ExitPort(c),
                         None => SysStop::Halt,
+                    }
+                }
+                ExitReason::Exception(f) if self.deliver_exceptions => {
+                    if let Err(s) = self.deliver(Event::from_fault(f)) {
+                        return SysStop::Shutdown(s);
                     }
                 }
                 ExitReason::Exception(f) => return SysStop::Exception(f),

@@ -1,6 +1,6 @@
-//! Control transfer: Jcc, near JMP/CALL/RET, LOOP/LOOPE/LOOPNE, JCXZ/JECXZ/JRCXZ, INT3, INTO,
-//! INT n, HLT and UD0/UD1/UD2. Far transfers belong to the system family; SYSCALL/SYSRET and
-//! SYSENTER/SYSEXIT live in `sysenter.rs`.
+//! Control transfer: Jcc, near JMP/CALL/RET, LOOP/LOOPE/LOOPNE, JCXZ/JECXZ/JRCXZ and
+//! UD0/UD1/UD2. INT n/INT3/INTO/INT1/IRET/HLT live in `ops::interrupt`, SYSCALL/SYSRET and
+//! SYSENTER/SYSEXIT in `ops::sysenter`; far transfers belong to the segment family.
 //!
 //! Branch targets come from iced (`near_branch_target`), already wrapped to the operand size;
 //! the default (Intel) decoder ignores 66h on near branches in 64-bit mode. A non-canonical
@@ -12,7 +12,7 @@ use crate::flags;
 use crate::mmu::is_canonical;
 use crate::operand::{mask, read_gpr, write_gpr, GprRef};
 use crate::ops::check_no_lock;
-use crate::state::flags::{OF, ZF};
+use crate::state::flags::ZF;
 use crate::state::reg;
 use crate::Ctx;
 use iced_x86::{Code, Instruction, Mnemonic, OpKind};
@@ -59,10 +59,6 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
             | Mnemonic::Jge
             | Mnemonic::Jle
             | Mnemonic::Jg => jcc,
-            Mnemonic::Int3 => int3,
-            Mnemonic::Into => into,
-            Mnemonic::Int => int_n,
-            Mnemonic::Hlt => hlt,
             Mnemonic::Ud0 => ud0,
             Mnemonic::Ud1 => ud1,
             Mnemonic::Ud2 => ud2,
@@ -191,38 +187,6 @@ fn jcxz<const C: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         branch_to(x, ins.near_branch_target())?;
     }
     Ok(())
-}
-
-/// INT3: #BP, a trap (RIP after the instruction).
-fn int3(_: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    check_no_lock(ins)?;
-    Err(Fault::Breakpoint.into())
-}
-
-/// INTO: invalid in 64-bit mode; elsewhere #OF (a trap) when OF is set.
-fn into(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    check_no_lock(ins)?;
-    if x.cpu.state.in_64bit_mode() {
-        return Err(Fault::ud("INTO in 64-bit mode").into());
-    }
-    if x.cpu.state.rflags & OF != 0 {
-        return Err(Fault::Overflow.into());
-    }
-    Ok(())
-}
-
-fn int_n(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
-    Err(Fault::ud("INT n not implemented").into())
-}
-
-/// HLT: privileged (#GP(0) above CPL 0). Marks the CPU halted and stops the engine.
-fn hlt(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    check_no_lock(ins)?;
-    if x.cpu.state.cpl() != 0 {
-        return Err(Fault::GP0.into());
-    }
-    x.cpu.state.halted = true;
-    Err(Trap::Halt)
 }
 
 fn ud0(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {

@@ -300,7 +300,16 @@ fn traps_and_invalid_instructions() {
     assert_eq!((e.retired, m.cpu.state.rip), (1, CODE_BASE + 1));
     // INTO does not exist in 64-bit mode.
     expect_fault_bytes(&[0xce], |_| {}, Fault::ud("invalid encoding"));
-    expect_fault_bytes(&[0xcd, 0x80], |_| {}, Fault::ud("INT n not implemented"));
+    // INT n is a trap returning the vector to the machine (RIP after it).
+    let (m, e) = run_one(&[0xcd, 0x80], |_| {});
+    assert_eq!(
+        e.reason,
+        ExitReason::Exception(Fault::SoftwareInterrupt(0x80))
+    );
+    assert_eq!((e.retired, m.cpu.state.rip), (1, CODE_BASE + 2));
+    let (m, e) = run_one(&[0xf1], |_| {});
+    assert_eq!(e.reason, ExitReason::Exception(Fault::Int1));
+    assert_eq!((e.retired, m.cpu.state.rip), (1, CODE_BASE + 1));
     expect_fault_bytes(&[0x0f, 0x0b], |_| {}, Fault::ud("UD2"));
     expect_fault_bytes(&[0x0f, 0xb9, 0xc0], |_| {}, Fault::ud("UD1"));
     expect_fault_bytes(&[0x0f, 0xff, 0x00], |_| {}, Fault::ud("UD0"));

@@ -209,6 +209,21 @@ pub fn cr3_write(st: &CpuState, v: u64) -> Result<u64, Fault> {
     }
 }
 
+/// The PDPTEs a MOV to CR0/CR3/CR4 loads when the result is PAE legacy paging (PG = 1,
+/// PAE = 1, LMA = 0): read from the new CR3, #GP(0) for a present entry with reserved bits,
+/// before anything is committed. `None` in every other paging mode.
+fn pae_pdptes(x: &Ctx, cr0: u64, cr3: u64, cr4: u64, efer: u64) -> Result<Option<[u64; 4]>, Fault> {
+    if cr0 & ctl::CR0_PG == 0 || cr4 & ctl::CR4_PAE == 0 || efer & ctl::EFER_LMA != 0 {
+        return Ok(None);
+    }
+    let mut probe = CpuState::power_on();
+    probe.cr0 = cr0;
+    probe.cr3 = cr3;
+    probe.cr4 = cr4;
+    probe.efer = efer;
+    crate::mmu::load_pdptes(x.ram, &probe).map(Some)
+}
+
 /// The register-width mask of a MOV CR/DR GPR operand: 64 bits in 64-bit mode, else 32.
 fn gpr_value(x: &Ctx, r: Register) -> u64 {
     read_reg(&x.cpu.state, r)
@@ -228,31 +243,43 @@ fn mov_to_cr(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
             let (cr0, efer) = cr0_write(st, v)?;
             let flush =
                 (cr0 ^ st.cr0) & (ctl::CR0_PG | ctl::CR0_WP | ctl::CR0_PE) != 0 || efer != st.efer;
+            let reload = (cr0 ^ st.cr0) & (ctl::CR0_PG | ctl::CR0_CD | ctl::CR0_NW) != 0;
+            let pdptes = if reload {
+                pae_pdptes(x, cr0, st.cr3, st.cr4, efer)?
+            } else {
+                None
+            };
             let st = &mut x.cpu.state;
             st.cr0 = cr0;
             st.efer = efer;
             if flush {
-                // TODO(lead, wt-paging): when PG turns on with CR4.PAE and without EFER.LME,
-                // call `mmu::load_pdptes` here (PAE legacy paging loads the PDPTEs).
                 x.cpu.flush_tlb();
+            }
+            if reload {
+                x.cpu.tlb.set_pdptes(pdptes);
             }
         }
         2 => x.cpu.state.cr2 = v,
         3 => {
             let cr3 = cr3_write(st, v)?;
+            let pdptes = pae_pdptes(x, st.cr0, cr3, st.cr4, st.efer)?;
             x.cpu.state.cr3 = cr3;
-            // TODO(lead, wt-paging): `Tlb::flush_non_global()` (global entries survive a CR3
-            // load when CR4.PGE = 1), and `mmu::load_pdptes` under PAE legacy paging.
-            x.cpu.flush_tlb();
+            // No PCIDs: a CR3 load drops every non-global translation.
+            x.cpu.tlb.flush_non_global();
+            x.cpu.tlb.set_pdptes(pdptes);
         }
         4 => {
             let cr4 = cr4_write(st, v)?;
             let changed = cr4 ^ st.cr4;
+            let pdptes = if changed & CR4_PAGING != 0 {
+                pae_pdptes(x, st.cr0, st.cr3, cr4, st.efer)?
+            } else {
+                None
+            };
             x.cpu.state.cr4 = cr4;
             if changed & CR4_PAGING != 0 {
-                // TODO(lead, wt-paging): `mmu::load_pdptes` under PAE legacy paging when PAE,
-                // PSE, PGE or SMEP changed.
                 x.cpu.flush_tlb();
+                x.cpu.tlb.set_pdptes(pdptes);
             }
         }
         _ => {
@@ -380,11 +407,9 @@ fn wbinvd(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 fn invlpg(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
     check_cpl0(x)?;
-    let _lin = x.effective_addr(ins);
-    // TODO(lead, wt-paging): `x.cpu.tlb.invalidate_page(_lin)` once it drops every entry of a
-    // large page too; `Tlb::flush_page` alone would miss the other 4 KiB slots of a 2 MiB or
-    // 1 GiB page, so flush everything until then.
-    x.cpu.flush_tlb();
+    // INVLPG never faults on its operand; a non-canonical address simply names no page.
+    let lin = x.effective_addr(ins);
+    x.cpu.tlb.invalidate_page(lin);
     Ok(())
 }
 

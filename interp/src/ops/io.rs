@@ -107,6 +107,7 @@ fn in_(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let size = dst.size() as u8;
     let port = port_of(x, ins, 1);
     check_io(x, port, size)?;
+    x.bus.set_now(x.cpu.retired);
     let v = x.bus.pio_in(port, size) as u64 & mask(size);
     write_reg(&mut x.cpu.state, dst, v);
     x.cpu.yield_requested = true;
@@ -121,6 +122,7 @@ fn out(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let port = port_of(x, ins, 0);
     check_io(x, port, size)?;
     let v = read_reg(&x.cpu.state, src) as u32;
+    x.bus.set_now(x.cpu.retired);
     x.bus.pio_out(port, size, v);
     x.cpu.yield_requested = true;
     Ok(())
@@ -237,6 +239,7 @@ fn ins_(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     s.run(x, |x| {
         let lin = x.seg_linear(Register::ES, s.reg(x, RDI));
         x.probe_write(lin, s.esize as u64)?;
+        x.bus.set_now(x.cpu.retired);
         let v = x.bus.pio_in(port, s.esize) as u64 & mask(s.esize);
         x.write(lin, s.esize, v)?;
         s.advance(x, RDI);
@@ -257,6 +260,7 @@ fn outs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     s.run(x, |x| {
         let lin = x.seg_linear(seg, s.reg(x, RSI));
         let v = x.read(lin, s.esize)?;
+        x.bus.set_now(x.cpu.retired);
         x.bus.pio_out(port, s.esize, v as u32);
         s.advance(x, RSI);
         Ok(())

@@ -30,6 +30,7 @@ pub mod f16c;
 pub mod fast;
 pub mod fast_misc;
 pub mod fma;
+pub mod interrupt;
 pub mod io;
 pub mod iopl;
 pub mod mmx;
@@ -123,6 +124,7 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| bmi::lookup(ins))
         .or_else(|| mov::lookup(ins))
         .or_else(|| stack::lookup(ins))
+        .or_else(|| interrupt::lookup(ins))
         .or_else(|| control::lookup(ins))
         .or_else(|| string::lookup(ins))
         .or_else(|| system::lookup(ins))
@@ -149,6 +151,7 @@ pub fn ends_block(ins: &Instruction) -> bool {
         || io::ends_block(ins)
         || iopl::ends_block(ins)
         || sysenter::ends_block(ins)
+        || interrupt::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {

@@ -99,7 +99,19 @@ fn rdmsr(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
     check_cpl0(x)?;
     let index = x.cpu.state.gpr[reg::RCX] as u32;
-    let v = read_msr(x, index)?;
+    let mut v = read_msr(x, index)?;
+    if index == num::TSC_DEADLINE {
+        // The local APIC clears the deadline when it fires: ask the device, which keeps it
+        // in retired-instruction units (see `wrmsr`).
+        x.bus.set_now(x.cpu.retired);
+        if let Some(d) = x.bus.msr_read(index) {
+            v = if d == 0 {
+                0
+            } else {
+                d.wrapping_add(x.cpu.state.msr.tsc_offset)
+            };
+        }
+    }
     let st = &mut x.cpu.state;
     st.gpr[reg::RAX] = v & 0xffff_ffff;
     st.gpr[reg::RDX] = v >> 32;
@@ -114,6 +126,24 @@ fn wrmsr(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let index = st.gpr[reg::RCX] as u32;
     let v = (st.gpr[reg::RDX] << 32) | (st.gpr[reg::RAX] & 0xffff_ffff);
     write_msr(x, index, v)?;
+    // MSRs the local APIC acts on are also handed to the machine's device. The TSC deadline
+    // goes in retired-instruction units (TSC minus its offset), so the device needs no TSC.
+    match index {
+        num::TSC_DEADLINE => {
+            let d = if v == 0 {
+                0
+            } else {
+                v.saturating_sub(x.cpu.state.msr.tsc_offset).max(1)
+            };
+            x.bus.set_now(x.cpu.retired);
+            x.bus.msr_write(index, d);
+        }
+        num::APIC_BASE => {
+            x.bus.set_now(x.cpu.retired);
+            x.bus.msr_write(index, x.cpu.state.msr.apic_base);
+        }
+        _ => {}
+    }
     Ok(())
 }
 
