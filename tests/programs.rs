@@ -109,7 +109,8 @@ fn guest(b: &Binary) -> Guest {
 
 /// Whether the interpreter advertises AVX2 (CPUID.(EAX=7,ECX=0):EBX bit 5).
 fn interp_has_avx2() -> bool {
-    lockstep_interp::cpuid::query(7, 0, 0).ebx & (1 << 5) != 0
+    lockstep_interp::cpuid::query(7, 0, 0, lockstep_interp::cpuid::OsState::RESET).ebx & (1 << 5)
+        != 0
 }
 
 /// Why `b` is not run natively on this host, if it is not.

@@ -71,6 +71,7 @@ mod x87_native;
 #[cfg(test)]
 mod x87_tests;
 pub mod x87_trans;
+pub mod xsave;
 
 /// The handler for a decoded instruction: a specialised one for the hottest shapes (`fast`),
 /// else the family's.
@@ -124,13 +125,14 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| x87_cmp::lookup(ins))
         .or_else(|| x87_ctl::lookup(ins))
         .or_else(|| x87_trans::lookup(ins))
+        .or_else(|| xsave::lookup(ins))
         .unwrap_or(not_implemented)
 }
 
 /// Instructions that must end a block although they do not transfer control (they change
 /// mode, paging or interrupt state, or talk to devices). Families add theirs here.
 pub fn ends_block(ins: &Instruction) -> bool {
-    system::ends_block(ins) || stack::ends_block(ins)
+    system::ends_block(ins) || stack::ends_block(ins) || xsave::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
