@@ -1,5 +1,6 @@
 //! XSAVE family: XSAVE/XSAVE64, XSAVEOPT/XSAVEOPT64 (as XSAVE), XSAVEC/XSAVEC64, XRSTOR/
-//! XRSTOR64 (standard and compacted form), XGETBV (ECX = 0 and 1) and XSETBV. State components:
+//! XRSTOR64 (standard and compacted form), XGETBV (ECX = 0 and 1), XSETBV, and the VEX state
+//! instructions VLDMXCSR/VSTMXCSR. State components:
 //! x87 (bit 0), SSE (bit 1) and AVX (bit 2); no supervisor components (no XSAVES/XRSTORS).
 //!
 //! Layout (SDM vol. 1, ch. 13): legacy area 0..511 exactly as FXSAVE (x87 0..23 and 32..159,
@@ -45,6 +46,8 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Xrstor | Xrstor64 => xrstor,
         Xgetbv => xgetbv,
         Xsetbv => xsetbv,
+        Vldmxcsr => vldmxcsr,
+        Vstmxcsr => vstmxcsr,
         _ => return None,
     })
 }
@@ -376,6 +379,22 @@ fn xsetbv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         return Err(Fault::GP0.into());
     }
     st.xcr0 = v;
+    Ok(())
+}
+
+/// VLDMXCSR: LDMXCSR under the VEX availability rule (#UD without OSXSAVE/XCR0 SSE|AVX).
+fn vldmxcsr(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    crate::ops::avx_common::check_avx(x, ins)?;
+    let v = x.read_op(ins, 0)? as u32;
+    x.cpu.state.mxcsr = crate::ops::sse_common::ldmxcsr_value(v)?;
+    Ok(())
+}
+
+/// VSTMXCSR: STMXCSR under the VEX availability rule.
+fn vstmxcsr(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    crate::ops::avx_common::check_avx(x, ins)?;
+    let v = x.cpu.state.mxcsr;
+    x.write_op(ins, 0, v as u64)?;
     Ok(())
 }
 

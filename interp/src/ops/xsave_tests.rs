@@ -262,6 +262,25 @@ fn round_trip_through_memory() {
     assert_eq!(again, out);
 }
 
+#[test]
+fn vldmxcsr_vstmxcsr() {
+    let code = TestMachine::assemble(|a| {
+        a.vldmxcsr(dword_ptr(DATA_BASE))?;
+        a.vstmxcsr(dword_ptr(DATA_BASE + 8))?;
+        a.vldmxcsr(dword_ptr(DATA_BASE + 16))
+    });
+    let mut m = TestMachine::new();
+    m.load(DATA_BASE, &0x7fc0u32.to_le_bytes());
+    m.load(DATA_BASE + 8, &u32::MAX.to_le_bytes());
+    m.load(DATA_BASE + 16, &0x1_1f80u32.to_le_bytes());
+    assert_eq!(run(&mut m, &code, 3), ExitReason::Exception(Fault::GP0));
+    assert_eq!(m.cpu.state.mxcsr, 0x7fc0);
+    assert_eq!(m.read_u64(DATA_BASE + 8) as u32, 0x7fc0);
+    let mut m = TestMachine::new();
+    m.cpu.state.xcr0 = 3;
+    assert!(is_ud(&run(&mut m, &code, 1)));
+}
+
 /// Native comparisons: the host runs XRSTOR64 (RFBM 7) from the same image, the same middle
 /// instruction and XSAVE64/XSAVEC64, into an area pre-filled with 0xAA.
 #[cfg(target_arch = "x86_64")]
