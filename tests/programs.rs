@@ -14,10 +14,8 @@
 //!
 //! Some programs add variants (programs::Program::extra_variants). The `-O3v3` ones
 //! (-march=x86-64-v3) execute AVX2/FMA unconditionally: they run natively only on a host with
-//! AVX2 and FMA, and under lockstep only once the interpreter advertises AVX2 in CPUID leaf 7;
-//! until then they are skipped with a note. Their goldens start from native runs
-//! (`LOCKSTEP_BLESS=native`, retired/hash `-`) and get retired/hash from `LOCKSTEP_BLESS=1`
-//! once lockstep runs them.
+//! AVX2 and FMA, and under lockstep only while the interpreter advertises AVX2 in CPUID leaf 7
+//! (it does since the XSAVE family exists); otherwise they are skipped with a note.
 
 use lockstep::bench::programs::{self, Binary, Libc, SameOutput, PROGRAMS};
 use lockstep::bench::run::{self, Exit, Guest, Output, Stats};
