@@ -14,10 +14,8 @@
 //!
 //! Some programs add variants (programs::Program::extra_variants). The `-O3v3` ones
 //! (-march=x86-64-v3) execute AVX2/FMA unconditionally: they run natively only on a host with
-//! AVX2 and FMA, and under lockstep only once the interpreter advertises AVX2 in CPUID leaf 7;
-//! until then they are skipped with a note. Their goldens start from native runs
-//! (`LOCKSTEP_BLESS=native`, retired/hash `-`) and get retired/hash from `LOCKSTEP_BLESS=1`
-//! once lockstep runs them.
+//! AVX2 and FMA, and under lockstep only while the interpreter advertises AVX2 in CPUID leaf 7
+//! (it does since the XSAVE family exists); otherwise they are skipped with a note.
 
 use lockstep::bench::programs::{self, Binary, Libc, SameOutput, PROGRAMS};
 use lockstep::bench::run::{self, Exit, Guest, Output, Stats};
@@ -109,7 +107,8 @@ fn guest(b: &Binary) -> Guest {
 
 /// Whether the interpreter advertises AVX2 (CPUID.(EAX=7,ECX=0):EBX bit 5).
 fn interp_has_avx2() -> bool {
-    lockstep_interp::cpuid::query(7, 0, 0).ebx & (1 << 5) != 0
+    lockstep_interp::cpuid::query(7, 0, 0, lockstep_interp::cpuid::OsState::RESET).ebx & (1 << 5)
+        != 0
 }
 
 /// Why `b` is not run natively on this host, if it is not.

@@ -2,6 +2,8 @@
 //! own CPUID is never consulted). docs/cpuid.md lists every leaf and bit and why it is set.
 
 use crate::mmu::MAX_PHYS_BITS;
+use crate::ops::xsave;
+use crate::state::{ctl, CpuState};
 
 /// The four output registers of one CPUID query.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -71,6 +73,10 @@ pub mod bits {
     pub const F16C: u32 = 1 << 29;
     pub const RDRAND: u32 = 1 << 30;
     pub const HYPERVISOR: u32 = 1 << 31;
+    pub const TSC_DEADLINE: u32 = 1 << 24;
+    // Leaf 7 subleaf 0 EBX (more below).
+    pub const SMEP: u32 = 1 << 7;
+    pub const SMAP: u32 = 1 << 20;
     // Leaf 6 EAX.
     pub const ARAT: u32 = 1 << 2;
     // Leaf 7 subleaf 0 EBX.
@@ -81,6 +87,11 @@ pub mod bits {
     pub const RDSEED: u32 = 1 << 18;
     pub const ADX: u32 = 1 << 19;
     pub const CLFLUSHOPT: u32 = 1 << 23;
+    // Leaf 0xD subleaf 1 EAX.
+    pub const XSAVEOPT: u32 = 1 << 0;
+    pub const XSAVEC: u32 = 1 << 1;
+    pub const XGETBV_ECX1: u32 = 1 << 2;
+    pub const XSAVES: u32 = 1 << 3;
     // Leaf 0x8000_0001 ECX.
     pub const LAHF_SAHF: u32 = 1 << 0;
     pub const LZCNT: u32 = 1 << 5;
@@ -114,10 +125,67 @@ pub const LEAF1_EDX: u32 = FPU
     | FXSR
     | SSE
     | SSE2;
-/// Leaf 1 ECX.
-pub const LEAF1_ECX: u32 = SSE3 | SSSE3 | CX16 | SSE4_1 | SSE4_2 | MOVBE | POPCNT | RDRAND;
+/// Leaf 1 ECX (OSXSAVE is added from CR4, see [`query`]).
+pub const LEAF1_ECX: u32 = SSE3
+    | SSSE3
+    | FMA
+    | CX16
+    | SSE4_1
+    | SSE4_2
+    | MOVBE
+    | POPCNT
+    | TSC_DEADLINE
+    | XSAVE
+    | AVX
+    | F16C
+    | RDRAND;
 /// Leaf 7 subleaf 0 EBX.
-pub const LEAF7_EBX: u32 = BMI1 | BMI2 | ERMS | RDSEED | ADX;
+pub const LEAF7_EBX: u32 = BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP;
+/// Leaf 0xD subleaf 1 EAX: XSAVEOPT, XSAVEC and XGETBV with ECX = 1; no XSAVES.
+pub const LEAFD1_EAX: u32 = XSAVEOPT | XSAVEC | XGETBV_ECX1;
+
+/// The parts of the vCPU's current state that CPUID reports: CR4.OSXSAVE (leaf 1 ECX bit 27)
+/// and XCR0 (leaf 0xD subleaf 0 EBX, the XSAVE area size for the enabled components).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OsState {
+    pub osxsave: bool,
+    pub xcr0: u64,
+}
+
+impl OsState {
+    /// After reset: CR4.OSXSAVE clear, XCR0 = x87.
+    pub const RESET: OsState = OsState {
+        osxsave: false,
+        xcr0: 1,
+    };
+
+    /// Taken from a vCPU's state.
+    pub fn of(st: &CpuState) -> Self {
+        OsState {
+            osxsave: st.cr4 & ctl::CR4_OSXSAVE != 0,
+            xcr0: st.xcr0,
+        }
+    }
+}
+
+/// Leaf 0xD: processor extended state enumeration (x87, SSE, AVX; standard and compacted
+/// forms share one layout).
+fn xstate_leaf(subleaf: u32, os: OsState) -> CpuidResult {
+    match subleaf {
+        // Supported XCR0 bits (EDX:EAX), size for the current XCR0, size for all components.
+        0 => r(
+            xsave::XCR0_SUPPORTED as u32,
+            xsave::area_size(os.xcr0),
+            xsave::MAX_SIZE as u32,
+            0,
+        ),
+        // EBX (size for XCR0 | IA32_XSS) is 0: there is no XSAVES and no IA32_XSS.
+        1 => r(LEAFD1_EAX, 0, 0, 0),
+        // AVX: 256 bytes at offset 576; user state, no 64-byte alignment in compacted form.
+        2 => r(256, xsave::AVX_OFFSET as u32, 0, 0),
+        _ => r(0, 0, 0, 0),
+    }
+}
 /// Leaf 0x8000_0001 ECX.
 pub const EXT1_ECX: u32 = LAHF_SAHF | LZCNT;
 /// Leaf 0x8000_0001 EDX.
@@ -252,18 +320,19 @@ fn vendor_word(i: usize) -> u32 {
     ])
 }
 
-/// CPUID for `leaf` (EAX) and `subleaf` (ECX) on the vCPU whose (x2)APIC ID is `apic_id`.
+/// CPUID for `leaf` (EAX) and `subleaf` (ECX) on the vCPU whose (x2)APIC ID is `apic_id` and
+/// whose CR4.OSXSAVE/XCR0 are `os`.
 ///
 /// Leaves above the highest basic leaf, and extended leaves above the highest extended leaf,
 /// return the highest basic leaf's data, as Intel processors do (SDM, CPUID: "If a value
 /// entered for CPUID.EAX is higher than the maximum input value for basic or extended function
 /// for that processor then the data for the highest basic information leaf is returned").
 /// Leaves at or below the maxima that the model does not implement return zeros (reserved).
-pub fn query(leaf: u32, subleaf: u32, apic_id: u32) -> CpuidResult {
+pub fn query(leaf: u32, subleaf: u32, apic_id: u32, os: OsState) -> CpuidResult {
     let in_basic = leaf <= MAX_BASIC_LEAF;
     let in_ext = (0x8000_0000..=MAX_EXT_LEAF).contains(&leaf);
     if !in_basic && !in_ext {
-        return query(MAX_BASIC_LEAF, subleaf, apic_id);
+        return query(MAX_BASIC_LEAF, subleaf, apic_id, os);
     }
     match leaf {
         0 => r(
@@ -276,7 +345,8 @@ pub fn query(leaf: u32, subleaf: u32, apic_id: u32) -> CpuidResult {
             // EBX: brand index 0, CLFLUSH line size in 8-byte units, logical processor count 1,
             // initial APIC ID.
             let ebx = ((LINE / 8) << 8) | (1 << 16) | ((apic_id & 0xff) << 24);
-            r(SIGNATURE, ebx, LEAF1_ECX, LEAF1_EDX)
+            let ecx = LEAF1_ECX | if os.osxsave { OSXSAVE } else { 0 };
+            r(SIGNATURE, ebx, ecx, LEAF1_EDX)
         }
         // One iteration (AL = 1); descriptor 0xFF: "no descriptors, use leaf 4".
         2 => r(0x0000_ff01, 0, 0, 0),
@@ -288,12 +358,7 @@ pub fn query(leaf: u32, subleaf: u32, apic_id: u32) -> CpuidResult {
             _ => r(0, 0, 0, 0),
         },
         0xb | 0x1f => topology_leaf(subleaf, apic_id),
-        0xd => match subleaf {
-            // XCR0 may hold x87 | SSE; the XSAVE area for them is the 512-byte legacy area plus
-            // the 64-byte header (XSAVE itself is not advertised yet).
-            0 => r(0x3, 576, 576, 0),
-            _ => r(0, 0, 0, 0),
-        },
+        0xd => xstate_leaf(subleaf, os),
         // TSC / crystal ratio: TSC = crystal * EBX / EAX = 25 MHz * 40 = 1 GHz.
         0x15 => r(1, (TSC_HZ / CRYSTAL_HZ as u64) as u32, CRYSTAL_HZ, 0),
         // Base, maximum and bus (reference) frequency in MHz.
@@ -321,6 +386,20 @@ pub fn query(leaf: u32, subleaf: u32, apic_id: u32) -> CpuidResult {
 mod tests {
     use super::*;
 
+    /// Most tests look at the state-independent leaves: CR4.OSXSAVE set and XCR0 = 7, as the
+    /// user-mode harness runs.
+    fn query(leaf: u32, subleaf: u32, apic_id: u32) -> CpuidResult {
+        super::query(
+            leaf,
+            subleaf,
+            apic_id,
+            OsState {
+                osxsave: true,
+                xcr0: 7,
+            },
+        )
+    }
+
     fn bytes_of(words: [u32; 3]) -> Vec<u8> {
         words.iter().flat_map(|v| v.to_le_bytes()).collect()
     }
@@ -345,10 +424,13 @@ mod tests {
             assert_ne!(l1.edx & b, 0, "edx bit {b:#x}");
         }
         assert_eq!(l1.edx & HTT, 0);
-        for b in [SSE3, SSSE3, SSE4_1, SSE4_2, CX16, MOVBE, POPCNT, RDRAND] {
+        for b in [
+            SSE3, SSSE3, SSE4_1, SSE4_2, CX16, MOVBE, POPCNT, RDRAND, AVX, FMA, F16C, XSAVE,
+            OSXSAVE,
+        ] {
             assert_ne!(l1.ecx & b, 0, "ecx bit {b:#x}");
         }
-        for b in [AVX, FMA, F16C, XSAVE, OSXSAVE, AES, X2APIC, HYPERVISOR] {
+        for b in [AES, X2APIC, HYPERVISOR] {
             assert_eq!(l1.ecx & b, 0, "ecx bit {b:#x} must be clear");
         }
         assert_eq!(l1.ebx, 0x0001_0800);
@@ -359,8 +441,7 @@ mod tests {
     fn leaf7_and_extended_features() {
         let l7 = query(7, 0, 0);
         assert_eq!(l7.eax, 0);
-        assert_eq!(l7.ebx, BMI1 | BMI2 | ERMS | RDSEED | ADX);
-        assert_eq!(l7.ebx & AVX2, 0);
+        assert_eq!(l7.ebx, BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP);
         assert_eq!(l7.ebx & CLFLUSHOPT, 0);
         assert_eq!(query(7, 1, 0), CpuidResult::default());
         let e1 = query(0x8000_0001, 0, 0);
@@ -424,8 +505,6 @@ mod tests {
             let s2 = query(leaf, 2, 3);
             assert_eq!((s2.eax, s2.ebx, s2.ecx & 0xff00, s2.edx), (0, 0, 0, 3));
         }
-        assert_eq!(query(0xd, 0, 0), r(3, 576, 576, 0));
-        assert_eq!(query(0xd, 1, 0), CpuidResult::default());
     }
 
     #[test]
@@ -454,5 +533,39 @@ mod tests {
         for leaf in [3, 5, 8, 0xa, 0x14, 0x8000_0005] {
             assert_eq!(query(leaf, 0, 0), CpuidResult::default(), "leaf {leaf:#x}");
         }
+    }
+
+    #[test]
+    fn xsave_leaf_and_osxsave_follow_state() {
+        assert_eq!(query(0xd, 0, 0), r(7, 832, 832, 0));
+        assert_eq!(query(0xd, 1, 0), r(0b111, 0, 0, 0));
+        assert_eq!(query(0xd, 2, 0), r(256, 576, 0, 0));
+        for sub in [3, 4, 5, 63] {
+            assert_eq!(query(0xd, sub, 0), CpuidResult::default());
+        }
+        let sse_only = OsState {
+            osxsave: true,
+            xcr0: 3,
+        };
+        assert_eq!(super::query(0xd, 0, 0, sse_only), r(7, 576, 832, 0));
+        let reset = super::query(1, 0, 0, OsState::RESET);
+        assert_eq!(reset.ecx & OSXSAVE, 0);
+        assert_ne!(reset.ecx & XSAVE, 0);
+        let mut st = CpuState::power_on();
+        assert_eq!(OsState::of(&st), OsState::RESET);
+        st.cr4 |= ctl::CR4_OSXSAVE;
+        st.xcr0 = 7;
+        assert_eq!(
+            OsState::of(&st),
+            OsState {
+                osxsave: true,
+                xcr0: 7
+            }
+        );
+        // Nothing beyond x86-64-v3: no AVX-512, PKU/OSPKE, XSAVES.
+        let l7 = query(7, 0, 0);
+        assert_eq!(l7.ebx & (1 << 16), 0, "AVX512F");
+        assert_eq!(l7.ecx & (3 << 3), 0, "PKU/OSPKE");
+        assert_eq!(query(0xd, 1, 0).eax & XSAVES, 0);
     }
 }

@@ -149,6 +149,9 @@ fn classify(code: Code) -> Option<(Isa, Feature)> {
         C::FXSR => (Isa::Xsave, Feature::Base),
         C::XSAVE => (Isa::Xsave, Feature::Xsave),
         C::XSAVEOPT => (Isa::Xsave, Feature::Xsaveopt),
+        // XSAVEC has no host feature of its own in the harness: every host with XSAVEC has
+        // XSAVE (the reverse does not hold; such a host would report XSAVEC forms as faults).
+        C::XSAVEC => (Isa::Xsave, Feature::Xsave),
         C::CLFSH | C::PAUSE => (Isa::Sse2, Feature::Base),
         C::CLFLUSHOPT => (Isa::Sse2, Feature::Clflushopt),
         _ => return None,
@@ -344,6 +347,10 @@ fn special_kind(code: Code, name: &str, ops: &[Tok]) -> Option<Kind> {
             save: code,
         },
         Code::Xsave64_mem | Code::Xsaveopt64_mem => Kind::Xsave {
+            restore: false,
+            save: code,
+        },
+        Code::Xsavec_mem | Code::Xsavec64_mem => Kind::Xsave {
             restore: false,
             save: code,
         },

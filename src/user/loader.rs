@@ -22,7 +22,7 @@ pub const ENVIRONMENT: [&str; 4] = ["PATH=/usr/bin:/bin", "HOME=/", "TERM=dumb",
 
 /// AT_HWCAP: CPUID leaf 1 EDX of our synthetic CPU, as Linux reports it.
 pub fn hwcap() -> u64 {
-    lockstep_interp::cpuid::query(1, 0, 0).edx as u64
+    lockstep_interp::cpuid::query(1, 0, 0, lockstep_interp::cpuid::OsState::RESET).edx as u64
 }
 
 /// Fixed identity of the guest process.

@@ -191,4 +191,88 @@ mod tests {
         ctx.cpu.state.cr4 &= !ctl::CR4_OSXSAVE;
         assert!(check_avx(&ctx, &ins).is_err());
     }
+
+    /// Every VEX instruction except the GPR-only BMI ones raises #UD with CR4.OSXSAVE clear or
+    /// with XCR0 lacking SSE|AVX, before touching anything: a sweep over VEX2 and VEX3
+    /// (maps 0F, 0F38, 0F3A) opcodes with a register and a memory ModRM.
+    #[test]
+    fn every_vex_instruction_needs_osxsave_and_xcr0() {
+        use iced_x86::{CpuidFeature, Decoder, DecoderOptions, EncodingKind, Mnemonic::*};
+        let gpr_only = [
+            Andn, Bextr, Blsi, Blsmsk, Blsr, Bzhi, Mulx, Pdep, Pext, Rorx, Sarx, Shlx, Shrx,
+        ];
+        let mut encodings: Vec<Vec<u8>> = Vec::new();
+        for op in 0..=255u8 {
+            for modrm in [0xc1u8, 0x00] {
+                for b1 in [0xf8u8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff, 0x78, 0x7d] {
+                    encodings.push(vec![0xc5, b1, op, modrm, 0x11]);
+                }
+                for map in 1..=3u8 {
+                    for wlpp in 0..16u8 {
+                        // W (bit 7), vvvv = 1111b inverted, L (bit 2), pp.
+                        let b2 = (wlpp & 8) << 4 | 0x78 | (wlpp & 7);
+                        encodings.push(vec![0xc4, 0xe0 | map, b2, op, modrm, 0x11]);
+                    }
+                }
+            }
+        }
+        let mut m = TestMachine::new();
+        let base = m.cpu.state.clone();
+        let mut checked = 0;
+        for code in &encodings {
+            let ins = Decoder::with_ip(64, code, crate::testkit::CODE_BASE, DecoderOptions::NONE)
+                .decode();
+            if ins.is_invalid()
+                || ins.encoding() != EncodingKind::VEX
+                || gpr_only.contains(&ins.mnemonic())
+            {
+                continue;
+            }
+            for (cr4_off, xcr0) in [(ctl::CR4_OSXSAVE, 7), (0, 1), (0, 3), (0, 5)] {
+                m.cpu.state = base.clone();
+                m.cpu.state.gpr[0] = crate::testkit::DATA_BASE;
+                m.cpu.state.cr4 &= !cr4_off;
+                m.cpu.state.xcr0 = xcr0;
+                m.cpu.state.ymm[1] = [3; 4];
+                let before = m.cpu.state.clone();
+                let e = m.run_code(code, 1);
+                assert!(
+                    matches!(e.reason, ExitReason::Exception(Fault::InvalidOpcode { .. })),
+                    "{ins} ({code:02x?}) cr4 off {cr4_off:#x} xcr0 {xcr0}: {:?}",
+                    e.reason
+                );
+                assert_eq!(m.cpu.state.ymm, before.ymm, "{ins}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 2000, "only {checked} checks");
+        // With AVX enabled, none of them is missing from the interpreter.
+        let mut missing = std::collections::BTreeSet::new();
+        for code in &encodings {
+            let ins = Decoder::with_ip(64, code, crate::testkit::CODE_BASE, DecoderOptions::NONE)
+                .decode();
+            // Only the advertised VEX extensions (not AVX-512 mask ops, AMX, VAES, FMA4, ...).
+            let advertised = ins.cpuid_features().iter().all(|f| {
+                matches!(
+                    f,
+                    CpuidFeature::AVX | CpuidFeature::AVX2 | CpuidFeature::FMA | CpuidFeature::F16C
+                )
+            });
+            if ins.is_invalid() || ins.encoding() != EncodingKind::VEX || !advertised {
+                continue;
+            }
+            m.cpu.state = base.clone();
+            m.cpu.state.gpr[0] = crate::testkit::DATA_BASE;
+            let e = m.run_code(code, 1);
+            if let ExitReason::Exception(Fault::InvalidOpcode { what }) = e.reason {
+                if what.contains("not implemented") {
+                    missing.insert(format!("{:?}", ins.mnemonic()));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "VEX instructions not implemented: {missing:?}"
+        );
+    }
 }

@@ -130,8 +130,8 @@ fn dr_number(r: Register) -> u32 {
 /// CR4 bits this CPU accepts: the ones whose feature CPUID advertises and whose semantics are
 /// modelled. VME/PVI, UMIP, LA57, VMXE, SMXE, PCIDE, PKE and CET are never accepted.
 pub fn cr4_supported() -> u64 {
-    let l1 = cpuid::query(1, 0, 0);
-    let l7 = cpuid::query(7, 0, 0);
+    let l1 = cpuid::query(1, 0, 0, cpuid::OsState::RESET);
+    let l7 = cpuid::query(7, 0, 0, cpuid::OsState::RESET);
     let edx = |bit: u32| l1.edx & (1 << bit) != 0;
     let mut m = ctl::CR4_PCE;
     let pairs_edx = [

@@ -1,14 +1,18 @@
-//! CLI and STI with the IOPL rules (no VME/PVI: CR4.VME/PVI are never accepted).
+//! CLI and STI with the IOPL rules (no VME/PVI: CR4.VME/PVI are never accepted), and STAC/CLAC.
 //!
 //! Both are allowed in real mode and when CPL <= IOPL (in virtual-8086 mode CPL is 3, so IOPL
 //! must be 3); otherwise #GP(0). STI that sets IF (IF was 0) starts the interrupt shadow for
 //! the next instruction and yields, so the machine can deliver a pending interrupt right
 //! after that instruction; STI with IF already 1 changes nothing.
+//!
+//! STAC/CLAC set/clear EFLAGS.AC (SMAP's override for supervisor accesses to user pages):
+//! #UD unless CPUID advertises SMAP, and at CPL > 0 (also in real and virtual-8086 mode,
+//! where CPL is 0 or 3: STAC/CLAC are valid at CPL 0 in any mode, the SDM's only rule).
 
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
 use crate::ops::check_no_lock;
-use crate::state::{ctl, flags::IF, CpuState};
+use crate::state::{ctl, flags::AC, flags::IF, CpuState};
 use crate::Ctx;
 use iced_x86::{Instruction, Mnemonic};
 
@@ -17,6 +21,8 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
     Some(match ins.mnemonic() {
         Mnemonic::Cli => cli,
         Mnemonic::Sti => sti,
+        Mnemonic::Stac => stac,
+        Mnemonic::Clac => clac,
         _ => return None,
     })
 }
@@ -51,6 +57,32 @@ fn sti(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         st.interrupt_shadow = true;
         x.cpu.yield_requested = true;
     }
+    Ok(())
+}
+
+fn check_stac_clac(x: &Ctx, ins: &Instruction) -> Result<(), Fault> {
+    check_no_lock(ins)?;
+    if crate::cpuid::LEAF7_EBX & crate::cpuid::bits::SMAP == 0 {
+        return Err(Fault::ud("STAC/CLAC without SMAP"));
+    }
+    if x.cpu.state.cpl() != 0 {
+        return Err(Fault::ud("STAC/CLAC at CPL > 0"));
+    }
+    Ok(())
+}
+
+/// STAC: EFLAGS.AC = 1. SMAP checks read AC at every access (supervisor accesses to user
+/// pages are never cached in the TLB while SMAP is on), so nothing needs flushing.
+fn stac(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    check_stac_clac(x, ins)?;
+    x.cpu.state.rflags |= AC;
+    Ok(())
+}
+
+/// CLAC: EFLAGS.AC = 0.
+fn clac(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    check_stac_clac(x, ins)?;
+    x.cpu.state.rflags &= !AC;
     Ok(())
 }
 

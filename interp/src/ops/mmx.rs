@@ -49,6 +49,7 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Code::Pmovmskb_r32_mm | Code::Pmovmskb_r64_mm => h_pmovmskb,
         Code::Maskmovq_rDI_mm_mm => h_maskmovq,
         Code::Maskmovdqu_rDI_xmm_xmm => h_maskmovdqu,
+        Code::VEX_Vmaskmovdqu_rDI_xmm_xmm => h_vmaskmovdqu,
         Code::Movq2dq_xmm_mm => h_movq2dq,
         Code::Movdq2q_mm_xmm => h_movdq2q,
         _ => return None,
@@ -445,6 +446,18 @@ fn h_maskmovq(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 /// MASKMOVDQU xmm1, xmm2: the 16-byte form (an SSE2 instruction: SSE checks, no x87 effect).
 fn h_maskmovdqu(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_sse(x, ins)?;
+    let st = &x.cpu.state;
+    let data = get_xmm(st, xmm_op(ins, 1)).to_le_bytes();
+    let mask = get_xmm(st, xmm_op(ins, 2)).to_le_bytes();
+    let lin = rdi_dest(x, ins);
+    masked_store(x, lin, &data, &mask)?;
+    Ok(())
+}
+
+/// VMASKMOVDQU xmm1, xmm2: MASKMOVDQU under the VEX availability rule (VEX.128 only; it writes
+/// no register, so nothing is zeroed).
+fn h_vmaskmovdqu(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    crate::ops::avx_common::check_avx(x, ins)?;
     let st = &x.cpu.state;
     let data = get_xmm(st, xmm_op(ins, 1)).to_le_bytes();
     let mask = get_xmm(st, xmm_op(ins, 2)).to_le_bytes();

@@ -79,6 +79,7 @@ mod x87_native;
 #[cfg(test)]
 mod x87_tests;
 pub mod x87_trans;
+pub mod xsave;
 
 /// The handler for a decoded instruction: a specialised one for the hottest shapes (`fast`),
 /// else the family's.
@@ -138,6 +139,7 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| x87_cmp::lookup(ins))
         .or_else(|| x87_ctl::lookup(ins))
         .or_else(|| x87_trans::lookup(ins))
+        .or_else(|| xsave::lookup(ins))
         .unwrap_or(not_implemented)
 }
 
@@ -152,6 +154,7 @@ pub fn ends_block(ins: &Instruction) -> bool {
         || iopl::ends_block(ins)
         || sysenter::ends_block(ins)
         || interrupt::ends_block(ins)
+        || xsave::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {

@@ -48,7 +48,7 @@ fn cpuid(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let leaf = st.gpr[reg::RAX] as u32;
     let subleaf = st.gpr[reg::RCX] as u32;
     // vCPU 0 until the SMP issue gives each vCPU its APIC ID.
-    let r = cpuid::query(leaf, subleaf, 0);
+    let r = cpuid::query(leaf, subleaf, 0, cpuid::OsState::of(st));
     st.gpr[reg::RAX] = r.eax as u64;
     st.gpr[reg::RBX] = r.ebx as u64;
     st.gpr[reg::RCX] = r.ecx as u64;
@@ -178,10 +178,9 @@ mod tests {
         m.cpu.state.gpr[reg::RCX] = 0;
         run(&mut m, |a| a.cpuid());
         let leaf7_ebx = m.gpr(reg::RBX);
-        for bit in [3, 8, 9, 18, 19] {
+        for bit in [3, 5, 8, 9, 18, 19] {
             assert_ne!(leaf7_ebx & (1 << bit), 0, "leaf 7 EBX bit {bit}");
         }
-        assert_eq!(leaf7_ebx & (1 << 5), 0, "no AVX2");
 
         let mut m = TestMachine::new();
         m.cpu.state.gpr[reg::RAX] = 1;
@@ -190,7 +189,26 @@ mod tests {
         assert_ne!(m.gpr(reg::RDX) & (1 << 26), 0, "SSE2");
         assert_ne!(m.gpr(reg::RCX) & (1 << 30), 0, "RDRAND");
         assert_ne!(m.gpr(reg::RCX) & 1, 0, "SSE3");
-        assert_eq!(m.gpr(reg::RCX) & (1 << 28), 0, "no AVX yet");
+        assert_ne!(m.gpr(reg::RCX) & (1 << 28), 0, "AVX");
+        assert_ne!(
+            m.gpr(reg::RCX) & (1 << 27),
+            0,
+            "OSXSAVE (CR4.OSXSAVE is set)"
+        );
+
+        // OSXSAVE follows CR4, and leaf 0xD's current size follows XCR0.
+        let mut m = TestMachine::new();
+        m.cpu.state.cr4 &= !crate::state::ctl::CR4_OSXSAVE;
+        m.cpu.state.gpr[reg::RAX] = 1;
+        run(&mut m, |a| a.cpuid());
+        assert_eq!(m.gpr(reg::RCX) & (1 << 27), 0, "no OSXSAVE");
+        assert_ne!(m.gpr(reg::RCX) & (1 << 26), 0, "XSAVE");
+        let mut m = TestMachine::new();
+        m.cpu.state.xcr0 = 3;
+        m.cpu.state.gpr[reg::RAX] = 0xd;
+        m.cpu.state.gpr[reg::RCX] = 0;
+        run(&mut m, |a| a.cpuid());
+        assert_eq!((m.gpr(reg::RBX), m.gpr(reg::RCX)), (576, 832));
     }
 
     #[test]
