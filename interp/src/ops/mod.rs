@@ -25,7 +25,9 @@ mod avx_perm_native;
 pub mod bit;
 pub mod bmi;
 pub mod control;
+pub mod desc_table;
 pub mod f16c;
+pub mod far;
 pub mod fast;
 pub mod fast_misc;
 pub mod fma;
@@ -35,6 +37,7 @@ pub mod muldiv;
 #[cfg(test)]
 pub(crate) mod native;
 pub mod pcmpstr;
+pub mod segment;
 pub mod shift;
 pub mod shift_double;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -114,6 +117,9 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| muldiv::lookup(ins))
         .or_else(|| bit::lookup(ins))
         .or_else(|| bmi::lookup(ins))
+        .or_else(|| segment::lookup(ins))
+        .or_else(|| far::lookup(ins))
+        .or_else(|| desc_table::lookup(ins))
         .or_else(|| mov::lookup(ins))
         .or_else(|| stack::lookup(ins))
         .or_else(|| control::lookup(ins))
@@ -130,7 +136,11 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
 /// Instructions that must end a block although they do not transfer control (they change
 /// mode, paging or interrupt state, or talk to devices). Families add theirs here.
 pub fn ends_block(ins: &Instruction) -> bool {
-    system::ends_block(ins) || stack::ends_block(ins)
+    system::ends_block(ins)
+        || stack::ends_block(ins)
+        || segment::ends_block(ins)
+        || far::ends_block(ins)
+        || desc_table::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
