@@ -31,6 +31,7 @@ pub mod far;
 pub mod fast;
 pub mod fast_misc;
 pub mod fma;
+pub mod legacy;
 pub mod mmx;
 pub mod mov;
 pub mod muldiv;
@@ -120,6 +121,7 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| segment::lookup(ins))
         .or_else(|| far::lookup(ins))
         .or_else(|| desc_table::lookup(ins))
+        .or_else(|| legacy::lookup(ins))
         .or_else(|| mov::lookup(ins))
         .or_else(|| stack::lookup(ins))
         .or_else(|| control::lookup(ins))
