@@ -245,3 +245,66 @@ fn long_mode_far_jump_to_compatibility_mode_and_back() {
         crate::cpu::ExitReason::Exception(Fault::GeneralProtection(0x20))
     );
 }
+
+#[test]
+fn long_mode_call_gate_to_cpl0_and_retfq_back() {
+    let mut m = TestMachine::new();
+    let target = CODE_BASE + 0x300;
+    let gate_lo =
+        (target & 0xffff) | (0x08 << 16) | (0xec << 40) | (((target >> 16) & 0xffff) << 48);
+    let g = [
+        0,
+        seg_desc(0, 0xfffff, 0x9b, 0xa), // 0x08 code64 DPL0
+        gate_lo,                         // 0x10 64-bit call gate DPL3 (16 bytes)
+        target >> 32,
+        0,
+        seg_desc(0, 0xfffff, 0xfb, 0xa), // 0x28 code64 DPL3
+        seg_desc(0, 0xfffff, 0xf3, 0xc), // 0x30 data DPL3
+    ];
+    for (i, d) in g.iter().enumerate() {
+        m.load(DATA_BASE + 8 * i as u64, &d.to_le_bytes());
+    }
+    m.cpu.state.gdtr.base = DATA_BASE;
+    m.cpu.state.gdtr.limit = (g.len() * 8 - 1) as u16;
+    // 64-bit TSS at DATA_BASE + 0x800 with RSP0 = DATA_BASE + 0x8000.
+    let tss = DATA_BASE + 0x800;
+    m.load(tss + 4, &(DATA_BASE + 0x8000).to_le_bytes());
+    m.cpu.state.tr = Segment {
+        selector: 0x40,
+        attr: 0x008b,
+        limit: 0x67,
+        base: tss,
+    };
+    // Far pointer m16:32 (the offset is ignored through a gate).
+    m.load(DATA_BASE + 0x100, &0u32.to_le_bytes());
+    m.load(DATA_BASE + 0x104, &0x13u16.to_le_bytes());
+    let body = asm(64, target, |a| {
+        a.mov(rbx, rsp)?;
+        a.mov(ecx, ss)?;
+        a.db(&[0x48, 0xcb]) // retfq
+    });
+    m.load(target, &body);
+    let code = TestMachine::assemble(|a| {
+        a.call(fword_ptr(DATA_BASE + 0x100))?;
+        a.ud2()
+    });
+    let old_sp = m.cpu.state.gpr[reg::RSP];
+    let e = m.run_code(&code, 100);
+    assert_eq!(
+        e.reason,
+        crate::cpu::ExitReason::Exception(Fault::ud("UD2")),
+        "{e:?}"
+    );
+    let st = &m.cpu.state;
+    let top = DATA_BASE + 0x8000;
+    assert_eq!(st.gpr[reg::RBX], top - 32);
+    assert_eq!(st.gpr[reg::RCX], 0, "SS is the null selector with RPL 0");
+    assert_eq!(m.read_u64(top - 8), 0x33);
+    assert_eq!(m.read_u64(top - 16), old_sp);
+    assert_eq!(m.read_u64(top - 24), 0x2b);
+    assert_eq!(m.read_u64(top - 32), CODE_BASE + 7);
+    assert_eq!(st.cpl(), 3);
+    assert_eq!(st.seg[sreg::CS].selector, 0x2b);
+    assert_eq!(st.seg[sreg::SS].selector, 0x33);
+    assert_eq!(st.gpr[reg::RSP], old_sp);
+}
