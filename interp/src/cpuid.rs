@@ -75,6 +75,7 @@ pub mod bits {
     pub const HYPERVISOR: u32 = 1 << 31;
     pub const TSC_DEADLINE: u32 = 1 << 24;
     // Leaf 7 subleaf 0 EBX (more below).
+    pub const FSGSBASE: u32 = 1 << 0;
     pub const SMEP: u32 = 1 << 7;
     pub const SMAP: u32 = 1 << 20;
     // Leaf 6 EAX.
@@ -140,7 +141,7 @@ pub const LEAF1_ECX: u32 = SSE3
     | F16C
     | RDRAND;
 /// Leaf 7 subleaf 0 EBX.
-pub const LEAF7_EBX: u32 = BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP;
+pub const LEAF7_EBX: u32 = FSGSBASE | BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP;
 /// Leaf 0xD subleaf 1 EAX: XSAVEOPT, XSAVEC and XGETBV with ECX = 1; no XSAVES.
 pub const LEAFD1_EAX: u32 = XSAVEOPT | XSAVEC | XGETBV_ECX1;
 
@@ -441,7 +442,10 @@ mod tests {
     fn leaf7_and_extended_features() {
         let l7 = query(7, 0, 0);
         assert_eq!(l7.eax, 0);
-        assert_eq!(l7.ebx, BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP);
+        assert_eq!(
+            l7.ebx,
+            FSGSBASE | BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP
+        );
         assert_eq!(l7.ebx & CLFLUSHOPT, 0);
         assert_eq!(query(7, 1, 0), CpuidResult::default());
         let e1 = query(0x8000_0001, 0, 0);

@@ -374,8 +374,10 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Linear address of stack offset `rsp` (wrapped at the stack width, SS base applied
+    /// outside 64-bit mode).
     #[inline]
-    fn stack_lin(&self, rsp: u64) -> u64 {
+    pub fn stack_lin(&self, rsp: u64) -> u64 {
         let st = &self.cpu.state;
         match self.stack_width() {
             8 => rsp,
@@ -395,13 +397,43 @@ impl<'a> Ctx<'a> {
         };
     }
 
+    /// Checked linear address of a `size`-byte stack access at stack offset `rsp`: outside
+    /// 64-bit mode the SS limit (expand-up or expand-down), type and usability are checked
+    /// (#SS(0)); 64-bit mode checks nothing here (canonical checks come with translation).
+    #[inline(always)]
+    pub fn stack_addr(&mut self, rsp: u64, size: u8, write: bool) -> Result<u64, Fault> {
+        self.ss_operand = true;
+        let st = &self.cpu.state;
+        if st.in_64bit_mode() {
+            return Ok(rsp);
+        }
+        let off = if st.seg[sreg::SS].default_big() {
+            rsp & 0xffff_ffff
+        } else {
+            rsp & 0xffff
+        };
+        crate::operand::legacy_linear(st, sreg::SS, off, size as u64, write)
+    }
+
     /// Push a `size`-byte value. RSP changes only if the write succeeds.
     pub fn push(&mut self, val: u64, size: u8) -> Result<(), Fault> {
         let new = self.cpu.state.gpr[reg::RSP].wrapping_sub(size as u64);
-        let lin = self.stack_lin(new);
-        self.ss_operand = true;
+        let lin = self.stack_addr(new, size, true)?;
         self.write(lin, size, val)?;
         self.set_rsp(new);
+        Ok(())
+    }
+
+    /// Push several `size`-byte values in order (the first at the highest address). Each is
+    /// written in turn; RSP changes only after the last write succeeded.
+    pub fn push_many(&mut self, vals: &[u64], size: u8) -> Result<(), Fault> {
+        let mut rsp = self.cpu.state.gpr[reg::RSP];
+        for &v in vals {
+            rsp = rsp.wrapping_sub(size as u64);
+            let lin = self.stack_addr(rsp, size, true)?;
+            self.write(lin, size, v)?;
+        }
+        self.set_rsp(rsp);
         Ok(())
     }
 
@@ -415,8 +447,8 @@ impl<'a> Ctx<'a> {
 
     /// Read the stack at RSP + `offset` without changing RSP.
     pub fn peek_stack(&mut self, offset: u64, size: u8) -> Result<u64, Fault> {
-        let lin = self.stack_lin(self.cpu.state.gpr[reg::RSP].wrapping_add(offset));
-        self.ss_operand = true;
+        let rsp = self.cpu.state.gpr[reg::RSP].wrapping_add(offset);
+        let lin = self.stack_addr(rsp, size, false)?;
         self.read(lin, size)
     }
 

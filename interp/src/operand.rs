@@ -209,10 +209,17 @@ impl Ctx<'_> {
     /// Offset (effective address before segmentation) of the instruction's memory operand.
     #[inline(always)]
     pub fn effective_offset(&self, ins: &Instruction) -> u64 {
+        self.effective_offset_plus(ins, 0)
+    }
+
+    /// Offset of the instruction's memory operand plus `extra` bytes, wrapped at the address
+    /// size (the second part of an m16:32 far pointer, the base field of LGDT's operand...).
+    #[inline(always)]
+    pub fn effective_offset_plus(&self, ins: &Instruction, extra: u64) -> u64 {
         let st = &self.cpu.state;
         let base = ins.memory_base();
         let index = ins.memory_index();
-        let mut ea = ins.memory_displacement64();
+        let mut ea = ins.memory_displacement64().wrapping_add(extra);
         let b = ADDR_REG[base as usize] as usize;
         if b < 16 {
             ea = ea.wrapping_add(st.gpr[b]);
@@ -250,10 +257,18 @@ impl Ctx<'_> {
         self.seg_linear(seg, off)
     }
 
-    /// Apply a segment's base to an offset. In 64-bit mode only FS and GS have a base.
+    /// Linear address of the instruction's memory operand plus `extra` bytes (offset wrapped at
+    /// the address size, then the segment base applied).
     #[inline]
+    pub fn effective_addr_plus(&mut self, ins: &Instruction, extra: u64) -> u64 {
+        let off = self.effective_offset_plus(ins, extra);
+        self.seg_linear(ins.memory_segment(), off)
+    }
+
+    /// Apply a segment's base to an offset. In 64-bit mode only FS and GS have a base.
     /// Also records whether the access is SS-relative: a non-canonical SS-relative address
     /// (RSP/RBP base, stack operations) faults #SS(0) instead of #GP(0).
+    #[inline]
     pub fn seg_linear(&mut self, seg: Register, off: u64) -> u64 {
         self.ss_operand = seg == Register::SS;
         let st = &self.cpu.state;
@@ -269,6 +284,54 @@ impl Ctx<'_> {
         }
     }
 
+    /// Linear address of an access of `len` bytes at offset `off` in segment `seg`, with the
+    /// legacy-mode segment checks: usable segment, type (no writes to code or read-only data,
+    /// no reads of execute-only code) and limit (expand-up or expand-down with the B bit);
+    /// #GP(0), or #SS(0) for SS. In 64-bit mode there are no checks (only FS/GS add a base):
+    /// that test comes first and the checks are out of line, so 64-bit code pays nothing more
+    /// than [`Ctx::seg_linear`].
+    #[inline(always)]
+    pub fn seg_linear_checked(
+        &mut self,
+        seg: Register,
+        off: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<u64, Fault> {
+        self.ss_operand = seg == Register::SS;
+        let st = &self.cpu.state;
+        if st.in_64bit_mode() {
+            Ok(match seg {
+                Register::FS => off.wrapping_add(st.seg[sreg::FS].base),
+                Register::GS => off.wrapping_add(st.seg[sreg::GS].base),
+                _ => off,
+            })
+        } else {
+            legacy_linear(st, sreg_index(seg).unwrap_or(sreg::DS), off, len, write)
+        }
+    }
+
+    /// Checked linear address of the instruction's memory operand for an access of `len`
+    /// bytes (see [`Ctx::seg_linear_checked`]).
+    #[inline(always)]
+    pub fn mem_addr(&mut self, ins: &Instruction, len: u64, write: bool) -> Result<u64, Fault> {
+        let off = self.effective_offset(ins);
+        self.seg_linear_checked(ins.memory_segment(), off, len, write)
+    }
+
+    /// [`Ctx::mem_addr`] for the operand plus `extra` bytes (far pointers, LGDT operands).
+    #[inline]
+    pub fn mem_addr_plus(
+        &mut self,
+        ins: &Instruction,
+        extra: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<u64, Fault> {
+        let off = self.effective_offset_plus(ins, extra);
+        self.seg_linear_checked(ins.memory_segment(), off, len, write)
+    }
+
     /// Size in bytes of operand `n`.
     #[inline]
     pub fn op_size(&self, ins: &Instruction, n: u32) -> u8 {
@@ -282,7 +345,7 @@ impl Ctx<'_> {
             OpKind::Register => Ok(read_reg(&self.cpu.state, ins.op_register(n))),
             OpKind::Memory => {
                 let size = ins.memory_size().size() as u8;
-                let a = self.effective_addr(ins);
+                let a = self.mem_addr(ins, size as u64, false)?;
                 self.read(a, size)
             }
             OpKind::Immediate8 => Ok(ins.immediate8() as u64),
@@ -303,7 +366,7 @@ impl Ctx<'_> {
     pub fn read_op_rmw(&mut self, ins: &Instruction, n: u32) -> Result<u64, Fault> {
         if ins.op_kind(n) == OpKind::Memory {
             let size = ins.memory_size().size() as u8;
-            let a = self.effective_addr(ins);
+            let a = self.mem_addr(ins, size as u64, true)?;
             self.read_rmw(a, size)
         } else {
             self.read_op(ins, n)
@@ -320,12 +383,62 @@ impl Ctx<'_> {
             }
             OpKind::Memory => {
                 let size = ins.memory_size().size() as u8;
-                let a = self.effective_addr(ins);
+                let a = self.mem_addr(ins, size as u64, true)?;
                 self.write(a, size, val)
             }
             _ => Err(Fault::ud("unsupported destination operand kind")),
         }
     }
+}
+
+/// The legacy-mode (real, virtual-8086, protected, compatibility) checks of an access of
+/// `len` bytes at offset `off` through segment register `i`, and its linear address.
+/// Real and virtual-8086 mode check only the cached limit (normally 0xffff); protected and
+/// compatibility mode also the usability and type.
+#[inline(never)]
+pub fn legacy_linear(
+    st: &CpuState,
+    i: usize,
+    off: u64,
+    len: u64,
+    write: bool,
+) -> Result<u64, Fault> {
+    let s = &st.seg[i];
+    let fault = if i == sreg::SS {
+        Fault::StackFault(0)
+    } else {
+        Fault::GP0
+    };
+    let typ = s.attr & 0xf;
+    let code = s.attr & 0x8 != 0;
+    if !st.in_real_mode() && !st.in_v86_mode() {
+        if s.attr & 0x80 == 0 {
+            // Null/unusable segment.
+            return Err(fault);
+        }
+        // Only code/data segments are ever loaded into the segment registers.
+        let bad = if write {
+            code || typ & 2 == 0
+        } else {
+            code && typ & 2 == 0
+        };
+        if bad {
+            return Err(fault);
+        }
+    }
+    let last = off.wrapping_add(len.max(1) - 1);
+    let limit = s.limit as u64;
+    let outside = if !code && typ & 4 != 0 {
+        // Expand-down: valid offsets are limit+1 ..= 0xffff (B = 0) or 0xffff_ffff (B = 1).
+        let upper = if s.default_big() { 0xffff_ffff } else { 0xffff };
+        off <= limit || last > upper || last < off
+    } else {
+        last > limit || last < off
+    };
+    if outside {
+        return Err(fault);
+    }
+    Ok(off.wrapping_add(s.base) & 0xffff_ffff)
 }
 
 /// Size in bytes of operand `n`.

@@ -382,13 +382,19 @@ impl CpuState {
         s
     }
 
-    /// Current privilege level: 0 in real mode, 3 in virtual-8086 mode, else CS.RPL (which
-    /// equals CS.DPL outside conforming oddities).
+    /// Current privilege level: 0 in real mode, 3 in virtual-8086 mode, else CS.RPL.
+    ///
+    /// Every CS load in protected/long mode (far transfers, gates, SYSCALL/SYSRET, interrupt
+    /// delivery, IRET) sets CS.RPL to the new CPL (a conforming target keeps the caller's CPL
+    /// and gets RPL = CPL), so CS.RPL is the CPL. The one gap: right after MOV CR0 sets PE,
+    /// CS still holds its real-mode selector, whose low two bits become the CPL until the first
+    /// far jump (boot code uses selectors with RPL 0 there, e.g. 0x0000, 0x07c0, 0xf000).
+    /// See docs/system-cpu.md.
     #[inline]
     pub fn cpl(&self) -> u8 {
         if self.cr0 & ctl::CR0_PE == 0 {
             0
-        } else if self.rflags & flags::VM != 0 {
+        } else if self.rflags & flags::VM != 0 && self.efer & ctl::EFER_LMA == 0 {
             3
         } else {
             (self.seg[sreg::CS].selector & 3) as u8
@@ -401,6 +407,26 @@ impl CpuState {
         ((self.rflags & flags::IOPL) >> 12) as u8
     }
 
+    /// Real mode (CR0.PE clear).
+    #[inline]
+    pub fn in_real_mode(&self) -> bool {
+        self.cr0 & ctl::CR0_PE == 0
+    }
+
+    /// Virtual-8086 mode (protected mode with RFLAGS.VM; impossible in long mode).
+    #[inline]
+    pub fn in_v86_mode(&self) -> bool {
+        self.cr0 & ctl::CR0_PE != 0
+            && self.rflags & flags::VM != 0
+            && self.efer & ctl::EFER_LMA == 0
+    }
+
+    /// Long mode active (64-bit or compatibility mode).
+    #[inline]
+    pub fn in_long_mode(&self) -> bool {
+        self.efer & ctl::EFER_LMA != 0
+    }
+
     /// True in 64-bit mode (long mode active and CS.L set).
     #[inline]
     pub fn in_64bit_mode(&self) -> bool {
@@ -411,7 +437,10 @@ impl CpuState {
     pub fn code_bitness(&self) -> u32 {
         if self.in_64bit_mode() {
             64
-        } else if self.cr0 & ctl::CR0_PE != 0 && self.seg[sreg::CS].default_big() {
+        } else if self.cr0 & ctl::CR0_PE != 0
+            && self.rflags & flags::VM == 0
+            && self.seg[sreg::CS].default_big()
+        {
             32
         } else {
             16

@@ -67,10 +67,16 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
     })
 }
 
-/// Check a branch target: in 64-bit mode it must be canonical, else #GP(0) at the branch.
+/// Check a branch target: in 64-bit mode it must be canonical, elsewhere within the CS limit
+/// (iced already truncated it to the operand size); else #GP(0) at the branch.
 #[inline]
 fn check_target(x: &Ctx, target: u64) -> Result<(), Fault> {
-    if x.cpu.state.in_64bit_mode() && !is_canonical(target) {
+    let st = &x.cpu.state;
+    if st.in_64bit_mode() {
+        if !is_canonical(target) {
+            return Err(Fault::GP0);
+        }
+    } else if target > st.seg[crate::state::sreg::CS].limit as u64 {
         return Err(Fault::GP0);
     }
     Ok(())

@@ -26,13 +26,16 @@ pub mod bit;
 pub mod bmi;
 pub mod control;
 pub mod cr;
+pub mod desc_table;
 pub mod f16c;
+pub mod far;
 pub mod fast;
 pub mod fast_misc;
 pub mod fma;
 pub mod interrupt;
 pub mod io;
 pub mod iopl;
+pub mod legacy;
 pub mod mmx;
 pub mod mov;
 pub mod msr;
@@ -40,6 +43,7 @@ pub mod muldiv;
 #[cfg(test)]
 pub(crate) mod native;
 pub mod pcmpstr;
+pub mod segment;
 pub mod shift;
 pub mod shift_double;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -123,6 +127,10 @@ pub fn family_lookup(ins: &Instruction) -> Handler {
         .or_else(|| muldiv::lookup(ins))
         .or_else(|| bit::lookup(ins))
         .or_else(|| bmi::lookup(ins))
+        .or_else(|| segment::lookup(ins))
+        .or_else(|| far::lookup(ins))
+        .or_else(|| desc_table::lookup(ins))
+        .or_else(|| legacy::lookup(ins))
         .or_else(|| mov::lookup(ins))
         .or_else(|| stack::lookup(ins))
         .or_else(|| interrupt::lookup(ins))
@@ -155,6 +163,9 @@ pub fn ends_block(ins: &Instruction) -> bool {
         || sysenter::ends_block(ins)
         || interrupt::ends_block(ins)
         || xsave::ends_block(ins)
+        || segment::ends_block(ins)
+        || far::ends_block(ins)
+        || desc_table::ends_block(ins)
 }
 
 fn invalid(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {

@@ -201,11 +201,16 @@ fn mov_from_segment_register() {
 }
 
 #[test]
-fn mov_to_segment_register_is_ud_for_now() {
+fn mov_to_segment_register_checks_the_selector() {
+    // mov ds, ax with a selector beyond the GDT limit: #GP(selector), nothing changes
+    // (the segment family's own tests cover the loads).
     expect_fault_bytes(
         &[0x8e, 0xd8],
-        |_| {},
-        Fault::ud("MOV to segment register not implemented"),
+        |m| {
+            m.cpu.state.gpr[0] = 0x13;
+            m.cpu.state.gdtr.limit = 7;
+        },
+        Fault::GeneralProtection(0x10),
     );
 }
 

@@ -11,7 +11,7 @@ use crate::ops::check_no_lock;
 use crate::state::flags::{AC, AF, CF, DF, FIXED1, ID, IF, IOPL, NT, OF, PF, RF, SF, TF, VM, ZF};
 use crate::state::reg;
 use crate::Ctx;
-use iced_x86::{Code, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{Code, Instruction, Mnemonic, OpKind};
 
 /// Handlers of this family.
 pub fn lookup(ins: &Instruction) -> Option<Handler> {
@@ -68,12 +68,11 @@ fn sized(size: u32, h2: Handler, h4: Handler, h8: Handler) -> Handler {
     }
 }
 
-/// Linear address of a stack offset (wrapped to the stack width, SS base applied outside
-/// 64-bit mode).
+/// Checked linear address of an `S`-byte stack access at offset `off` (wrapped to the stack
+/// width; outside 64-bit mode SS's limit and type are checked, #SS(0)).
 #[inline]
-fn stack_lin(x: &mut Ctx, off: u64) -> u64 {
-    let w = x.stack_width();
-    x.seg_linear(Register::SS, off & mask(w))
+fn stack_lin<const S: u8>(x: &mut Ctx, off: u64, write: bool) -> Result<u64, Fault> {
+    x.stack_addr(off, S, write)
 }
 
 /// PUSH r/m, r, imm: the value is read first (PUSH RSP pushes the old RSP; PUSH [RSP+d]
@@ -198,24 +197,24 @@ fn enter<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     // pushes in memory (registers stay unchanged). Measured on the reference host.
     let slot = |k: u64| rsp.wrapping_sub(size * (k + 1));
     let mut n = 0u64;
-    let lin = stack_lin(x, slot(n));
+    let lin = stack_lin::<S>(x, slot(n), true)?;
     x.write(lin, S, rbp & mask(S))?;
     n += 1;
     let frame_temp = slot(0);
     if level > 0 {
         for i in 1..level {
-            let lin = stack_lin(x, rbp.wrapping_sub(i * size));
+            let lin = stack_lin::<S>(x, rbp.wrapping_sub(i * size), false)?;
             let v = x.read(lin, S)?;
-            let lin = stack_lin(x, slot(n));
+            let lin = stack_lin::<S>(x, slot(n), true)?;
             x.write(lin, S, v)?;
             n += 1;
         }
-        let lin = stack_lin(x, slot(n));
+        let lin = stack_lin::<S>(x, slot(n), true)?;
         x.write(lin, S, frame_temp & mask(S))?;
         n += 1;
     }
     let final_rsp = rsp.wrapping_sub(size * n).wrapping_sub(alloc);
-    let lin = stack_lin(x, final_rsp);
+    let lin = stack_lin::<S>(x, final_rsp, true)?;
     x.probe_write(lin, size)?;
     let bp = GprRef {
         index: reg::RBP,
@@ -231,7 +230,7 @@ fn enter<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 fn leave<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
     let rbp = x.cpu.state.gpr[reg::RBP];
-    let lin = stack_lin(x, rbp);
+    let lin = stack_lin::<S>(x, rbp, false)?;
     let v = x.read(lin, S)?;
     let rsp = x.cpu.state.gpr[reg::RSP];
     x.add_rsp(rbp.wrapping_sub(rsp).wrapping_add(S as u64));

@@ -109,16 +109,18 @@ fn push_pop_segment_registers() {
     assert_eq!(m.read_u64(S - 8), 0x1234);
     assert_eq!(m.read_u64(S - 16), 0xabcd_ffff_ffff_ffff);
     assert_eq!(m.gpr(reg::RSP), S - 10);
-    expect_fault_bytes(
-        &[0x0f, 0xa1],
-        |_| {},
-        Fault::ud("POP to segment register not implemented"),
-    );
-    expect_fault_bytes(
-        &[0x0f, 0xa9],
-        |_| {},
-        Fault::ud("POP to segment register not implemented"),
-    );
+    // POP FS/GS load with the segment checks (here: beyond the GDT limit, #GP(selector)).
+    for code in [[0x0f, 0xa1], [0x0f, 0xa9]] {
+        expect_fault_bytes(
+            &code,
+            |m| {
+                let top = m.cpu.state.gpr[reg::RSP];
+                m.ram.write_u64(top, 0x13).unwrap();
+                m.cpu.state.gdtr.limit = 7;
+            },
+            Fault::GeneralProtection(0x10),
+        );
+    }
 }
 
 #[test]

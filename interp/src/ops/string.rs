@@ -71,6 +71,27 @@ struct Str {
     /// DF = 0.
     forward: bool,
     rep: Rep,
+    /// The multi-element fast paths may run: 64-bit mode, or segments whose limit checks can
+    /// not fail within a chunk (flat 4 GiB expand-up segments).
+    bulk: bool,
+}
+
+/// True in 64-bit mode, or when the source segment and ES are usable, expand-up, 4 GiB data
+/// segments (then only the first element of a chunk needs the checks).
+fn bulk_ok(x: &Ctx, ins: &Instruction) -> bool {
+    let st = &x.cpu.state;
+    if st.in_64bit_mode() {
+        return true;
+    }
+    let flat = |r: Register| {
+        let s = &st.seg[crate::operand::sreg_index(r).unwrap_or(crate::state::sreg::DS)];
+        s.limit == 0xffff_ffff && s.attr & 0x8c == 0x80
+    };
+    let src = match ins.segment_prefix() {
+        Register::None => Register::DS,
+        s => s,
+    };
+    flat(src) && flat(Register::ES)
 }
 
 /// Address size from the operand kinds iced decoded (67h selects ESI/EDI in 64-bit mode).
@@ -103,6 +124,7 @@ impl Str {
             },
             forward: x.cpu.state.rflags & DF == 0,
             rep,
+            bulk: bulk_ok(x, ins),
         }
     }
 
@@ -136,14 +158,23 @@ impl Str {
         self.set_reg(x, r, v);
     }
 
+    /// Checked linear address of the current source element (legacy-mode segment checks).
     #[inline]
-    fn src(&self, x: &mut Ctx) -> u64 {
-        x.seg_linear(self.src_seg, self.reg(x, RSI))
+    fn src(&self, x: &mut Ctx) -> Result<u64, Fault> {
+        let off = self.reg(x, RSI);
+        x.seg_linear_checked(self.src_seg, off, self.esize as u64, false)
+    }
+
+    /// Checked linear address of the current destination element (ES); `write` for MOVS/STOS.
+    #[inline]
+    fn dst_for(&self, x: &mut Ctx, write: bool) -> Result<u64, Fault> {
+        let off = self.reg(x, RDI);
+        x.seg_linear_checked(Register::ES, off, self.esize as u64, write)
     }
 
     #[inline]
-    fn dst(&self, x: &mut Ctx) -> u64 {
-        x.seg_linear(Register::ES, self.reg(x, RDI))
+    fn dst(&self, x: &mut Ctx) -> Result<u64, Fault> {
+        self.dst_for(x, true)
     }
 
     /// Whole elements that fit going forward from offset `off` (linear `lin`) before the offset
@@ -211,9 +242,9 @@ fn rep_fault(x: &mut Ctx, n: u64, f: Fault) -> Trap {
 /// One MOVS element: read, write, then advance (nothing changes if either access faults).
 #[inline]
 fn movs_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
-    let lin = g.src(x);
+    let lin = g.src(x)?;
     let v = x.read(lin, g.esize)?;
-    let lin = g.dst(x);
+    let lin = g.dst(x)?;
     x.write(lin, g.esize, v)?;
     g.advance(x, RSI, 1);
     g.advance(x, RDI, 1);
@@ -225,7 +256,13 @@ fn movs_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
 /// do one element the slow way). Faults are those the first element would raise.
 fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
     let (rsi, rdi) = (g.reg(x, RSI), g.reg(x, RDI));
-    let (src, dst) = (g.src(x), g.dst(x));
+    if !g.bulk {
+        return Ok(0);
+    }
+    // A segment fault is left to the element-by-element path (its order of checks).
+    let (Ok(src), Ok(dst)) = (g.src(x), g.dst(x)) else {
+        return Ok(0);
+    };
     let k = max.min(g.room(rsi, src)).min(g.room(rdi, dst));
     if k < 2 {
         return Ok(0);
@@ -319,7 +356,7 @@ fn movs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 #[inline]
 fn stos_one(x: &mut Ctx, g: &Str, val: u64) -> Result<(), Fault> {
-    let lin = g.dst(x);
+    let lin = g.dst(x)?;
     x.write(lin, g.esize, val)?;
     g.advance(x, RDI, 1);
     Ok(())
@@ -328,7 +365,12 @@ fn stos_one(x: &mut Ctx, g: &Str, val: u64) -> Result<(), Fault> {
 /// REP STOS fast path (DF = 0): fill up to `max` elements within one RAM page at once.
 fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
     let rdi = g.reg(x, RDI);
-    let dst = g.dst(x);
+    if !g.bulk {
+        return Ok(0);
+    }
+    let Ok(dst) = g.dst(x) else {
+        return Ok(0);
+    };
     let k = max.min(g.room(rdi, dst));
     if k < 2 {
         return Ok(0);
@@ -396,7 +438,7 @@ fn stos(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 #[inline]
 fn lods_one(x: &mut Ctx, g: &Str, dst: Register) -> Result<(), Fault> {
-    let lin = g.src(x);
+    let lin = g.src(x)?;
     let v = x.read(lin, g.esize)?;
     write_reg(&mut x.cpu.state, dst, v);
     g.advance(x, RSI, 1);
@@ -434,9 +476,9 @@ fn lods(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 /// One CMPS element: compare [src] with ES:[RDI] (as `SUB [src], [rdi]`), then advance.
 #[inline]
 fn cmps_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
-    let lin = g.src(x);
+    let lin = g.src(x)?;
     let a = x.read(lin, g.esize)?;
-    let lin = g.dst(x);
+    let lin = g.dst_for(x, false)?;
     let b = x.read(lin, g.esize)?;
     set_status(&mut x.cpu.state, STATUS, compare_flags(a, b, g.esize));
     g.advance(x, RSI, 1);
@@ -448,7 +490,7 @@ fn cmps_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
 #[inline]
 fn scas_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
     let a = x.cpu.state.gpr[RAX] & mask(g.esize);
-    let lin = g.dst(x);
+    let lin = g.dst_for(x, false)?;
     let b = x.read(lin, g.esize)?;
     set_status(&mut x.cpu.state, STATUS, compare_flags(a, b, g.esize));
     g.advance(x, RDI, 1);
