@@ -62,7 +62,8 @@ fn run(image: &[u8], engine: &mut dyn Engine) -> Outcome {
 /// advertises and QEMU's default CPU model lacks.
 fn qemu_run(bin: &Path) -> Option<(String, Option<i32>)> {
     let out = Command::new("qemu-system-x86_64")
-        .args(["-M", "pc", "-m", "64", "-cpu", "max", "-display", "none", "-no-reboot"])
+        .args(["-M", "pc", "-m", "64", "-cpu", "max"])
+        .args(["-display", "none", "-no-reboot"])
         .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
         .args(["-serial", "stdio", "-kernel"])
         .arg(bin)
@@ -183,8 +184,7 @@ fn triple() {
         i.serial
     );
     assert_eq!(
-        i.serial,
-        "triple: protected mode, loading a zero-limit IDT\ntriple: dividing by zero\n",
+        i.serial, "triple: protected mode, loading a zero-limit IDT\ntriple: dividing by zero\n",
         "{name}: serial output"
     );
     let mut jit = Jit::new(JitConfig {
