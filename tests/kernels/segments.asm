@@ -222,6 +222,16 @@ r3:     mov ax, 0x23
         mov ds, ax
         mov es, ax
         mov dword [saw], 0
+        TRY32 .ll
+        mov ax, SEL_LDT
+        lldt ax
+.ll:    EXPECT32 13, 0, "LLDT at ring 3 -> #GP(0)"
+        TRY32 .vr
+        mov ax, 0x10
+        verr ax
+        jnz .vr
+        mov dword [trap_vec], 0x55      ; ZF=1 would be wrong: DPL 0 < CPL 3
+.vr:    EXPECT32 -1, -1, "VERR at ring 3 of a DPL-0 segment: ZF=0, no fault"
         call (SEL_GATE | 3):0
         mov eax, cs
         cmp eax, 0x1b
@@ -335,7 +345,13 @@ lm64:
         mov dl, 0xee
         call trap_gate64
         RING3_64 r3b
-r3b:    mov qword [rel saw_rsp], 0
+r3b:    TRY64 .sg
+        swapgs
+.sg:    EXPECT64 13, 0, "SWAPGS at ring 3 -> #GP(0)"
+        TRY64 .wf
+        wrfsbase rax
+.wf:    EXPECT64 6, 0, "WRFSBASE with CR4.FSGSBASE=0 -> #UD (ring 3)"
+        mov qword [rel saw_rsp], 0
         int 0x81
         mov rax, kstack_top - 40
         cmp [rel saw_rsp], rax

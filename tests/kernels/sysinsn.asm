@@ -165,6 +165,15 @@ pm32:
 .dbad:  CHECK32 e, "MOV DR0-DR3 and DR7 round trip"
         mov eax, 0x400
         mov dr7, eax
+        mov eax, cr4
+        or eax, 1 << 3                  ; DE: DR4/DR5 are #UD
+        mov cr4, eax
+        TRY32 .dr4
+        mov eax, dr4
+.dr4:   EXPECT32 6, 0, "MOV from DR4 with CR4.DE=1 -> #UD"
+        mov eax, cr4
+        and eax, ~(1 << 3)
+        mov cr4, eax
 
         ; ---- SYSENTER / SYSEXIT ----
         mov ecx, 0x174
@@ -268,6 +277,15 @@ r3:     mov ax, 0x23
         TRY32 .p11
         clts
 .p11:   EXPECT32 13, 0, "ring 3 CLTS -> #GP(0)"
+        TRY32 .p12
+        mov eax, dr7
+.p12:   EXPECT32 13, 0, "ring 3 MOV from DR7 -> #GP(0)"
+        TRY32 .p13
+        invd
+.p13:   EXPECT32 13, 0, "ring 3 INVD -> #GP(0)"
+        TRY32 .p14
+        lgdt [gdt_desc]
+.p14:   EXPECT32 13, 0, "ring 3 LGDT -> #GP(0)"
         push dword 0x3200 | 0x2         ; IF=1, IOPL=3
         popfd
         pushfd
