@@ -175,8 +175,9 @@ fn triple() {
     let bin = assemble(name);
     let image = std::fs::read(&bin).unwrap();
     let i = run(&image, &mut Interpreter);
-    // SysStop has no shutdown variant yet in this tree: match the Debug text of the stop
-    // (e.g. `Other(Shutdown)` or a future `SysStop::Shutdown`).
+    // SysStop has no shutdown variant in this branch's tree: match the Debug text of the stop
+    // (main's `SysStop::Shutdown(Box<Shutdown>)` prints `Shutdown(Shutdown { cause: ... })`).
+    // After the merge this can become `matches!(i.stop, SysStop::Shutdown(_))`.
     assert!(
         format!("{:?}", i.stop).contains("Shutdown"),
         "{name} (interpreter): expected a shutdown, got {:?}; serial:\n{}",
