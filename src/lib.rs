@@ -6,6 +6,7 @@ pub mod boot;
 pub mod devices;
 pub mod difftest;
 pub mod initramfs;
+pub mod machine;
 pub mod seed;
 pub mod user;
 

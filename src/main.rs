@@ -18,6 +18,8 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
+    #[command(flatten)]
+    boot: lockstep::machine::cli::BootArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -36,10 +38,7 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        None => {
-            eprintln!("lockstep: give a subcommand (see --help)");
-            2
-        }
+        None => lockstep::machine::cli::main(cli.boot),
         Some(Cmd::User(a)) => lockstep::user::main(a),
         Some(Cmd::Difftest(a)) => lockstep::difftest::main(a),
         Some(Cmd::Bench(a)) => lockstep::bench::main(a),

@@ -273,7 +273,7 @@ impl Machine {
                 ExitReason::Exception(f) => {
                     self.stats.exceptions += 1;
                     let (cpu, ram, plat) = (&mut self.cpu, &mut self.ram, &mut self.plat);
-                    if let Err(s) = interrupt::deliver(cpu, ram, plat, Event::Exception(f)) {
+                    if let Err(s) = interrupt::deliver(cpu, ram, plat, Event::from_fault(f)) {
                         return Some(Stop::TripleFault(s.to_string()));
                     }
                 }
