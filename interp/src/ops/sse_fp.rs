@@ -372,39 +372,56 @@ fn dp_stage(done: &mut u32, stage: u32, mx: Mx) -> Option<u32> {
 /// host it differs per destination lane: lane i gets `pair(i) + pair(i ^ 2)` with
 /// `pair(j) = p[j ^ 1] + p[j]` (x86 NaN rule: first operand first). Measured natively.
 pub fn dpps(a: u128, b: u128, imm: u8, mx: Mx) -> (u128, u32) {
+    let (r, f) = dpps_lanes([a], [b], imm, mx);
+    (r[0], f)
+}
+
+/// VDPPS ymm: each 128-bit half as DPPS, the two halves going through the stages together
+/// (an unmasked exception in either half's stage ends both; host-measured).
+pub fn dpps256(a: [u128; 2], b: [u128; 2], imm: u8, mx: Mx) -> ([u128; 2], u32) {
+    dpps_lanes(a, b, imm, mx)
+}
+
+fn dpps_lanes<const N: usize>(a: [u128; N], b: [u128; N], imm: u8, mx: Mx) -> ([u128; N], u32) {
     let mut flags = 0;
     let mut stage = 0;
-    let mut p = [0u64; 4];
-    for (i, pi) in p.iter_mut().enumerate() {
-        if imm & (0x10 << i) != 0 {
-            let (v, f) = mul::<F32>(lane::<F32>(a, i), lane::<F32>(b, i), mx);
-            *pi = v;
-            stage |= f;
+    let mut p = [[0u64; 4]; N];
+    for h in 0..N {
+        for (i, pi) in p[h].iter_mut().enumerate() {
+            if imm & (0x10 << i) != 0 {
+                let (v, f) = mul::<F32>(lane::<F32>(a[h], i), lane::<F32>(b[h], i), mx);
+                *pi = v;
+                stage |= f;
+            }
         }
     }
     if let Some(f) = dp_stage(&mut flags, stage, mx) {
-        return (0, f);
+        return ([0; N], f);
     }
     stage = 0;
-    let pair: [u64; 4] = core::array::from_fn(|j| {
-        let (v, f) = add::<F32>(p[j ^ 1], p[j], mx);
-        stage |= f;
-        v
+    let pair: [[u64; 4]; N] = core::array::from_fn(|h| {
+        core::array::from_fn(|j| {
+            let (v, f) = add::<F32>(p[h][j ^ 1], p[h][j], mx);
+            stage |= f;
+            v
+        })
     });
     if let Some(f) = dp_stage(&mut flags, stage, mx) {
-        return (0, f);
+        return ([0; N], f);
     }
     stage = 0;
-    let mut r = 0;
-    for i in 0..4 {
-        let (s, f) = add::<F32>(pair[i], pair[i ^ 2], mx);
-        stage |= f;
-        if imm & (1 << i) != 0 {
-            r = with_lane::<F32>(r, i, s);
+    let mut r = [0u128; N];
+    for h in 0..N {
+        for i in 0..4 {
+            let (s, f) = add::<F32>(pair[h][i], pair[h][i ^ 2], mx);
+            stage |= f;
+            if imm & (1 << i) != 0 {
+                r[h] = with_lane::<F32>(r[h], i, s);
+            }
         }
     }
     if let Some(f) = dp_stage(&mut flags, stage, mx) {
-        return (0, f);
+        return ([0; N], f);
     }
     (r, flags)
 }

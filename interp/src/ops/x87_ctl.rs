@@ -232,6 +232,14 @@ fn probe_area(x: &mut Ctx, a: u64, len: u64, access: Access) -> Result<(), Fault
     Ok(())
 }
 
+/// FXSAVE/FXRSTOR check the other way round: the 512-byte area's last byte, then its first
+/// (this host: an area entirely on an unmapped page reports its last byte).
+fn probe_area_fx(x: &mut Ctx, a: u64, access: Access) -> Result<(), Fault> {
+    x.translate(a.wrapping_add(511), access)?;
+    x.translate(a, access)?;
+    Ok(())
+}
+
 /// Availability of FXSAVE/FXRSTOR: #NM on CR0.TS or CR0.EM; the area must be 16-byte aligned.
 fn fx_addr(x: &mut Ctx, ins: &Instruction) -> Result<u64, Fault> {
     check_no_lock(ins)?;
@@ -290,7 +298,7 @@ pub fn fxsave_image(st: &crate::state::CpuState, rex_w: bool) -> [u8; 416] {
 
 fn fxsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = fx_addr(x, ins)?;
-    probe_area(x, a, 512, Access::Write)?;
+    probe_area_fx(x, a, Access::Write)?;
     let img = fxsave_image(&x.cpu.state, ins.mnemonic() == Mnemonic::Fxsave64);
     x.write_bytes(a, &img)?;
     Ok(())
@@ -339,7 +347,7 @@ pub fn fxrstor_image(
 
 fn fxrstor(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = fx_addr(x, ins)?;
-    probe_area(x, a, 512, Access::Read)?;
+    probe_area_fx(x, a, Access::Read)?;
     let mut b = [0u8; 416];
     x.read_bytes(a, &mut b)?;
     let mut st = x.cpu.state.clone();
