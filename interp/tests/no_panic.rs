@@ -72,7 +72,7 @@ const VEX_0F: &[u8] = &[
 /// displacement/immediate bytes.
 fn vex_insn(rng: &mut XorShift, out: &mut Vec<u8>) {
     let r = rng.next();
-    let opcode = if r % 4 == 0 {
+    let opcode = if r.is_multiple_of(4) {
         (r >> 8) as u8
     } else {
         VEX_0F[(r >> 8) as usize % VEX_0F.len()]
@@ -91,7 +91,7 @@ fn vex_insn(rng: &mut XorShift, out: &mut Vec<u8>) {
         out.extend_from_slice(&[0xc4, b1, (r >> 32) as u8, opcode]);
     }
     let m = rng.next();
-    let modrm = if m % 3 == 0 {
+    let modrm = if m.is_multiple_of(3) {
         m as u8 // any, memory forms included
     } else {
         0xc0 | (m as u8 & 0x3f)
@@ -112,7 +112,7 @@ fn vex_code_never_panics_and_respects_budget() {
         let mut data = Vec::with_capacity(256);
         for i in 0..17u64 {
             let r = rng.next();
-            let v = if i < 16 && r % 4 != 0 {
+            let v = if i < 16 && !r.is_multiple_of(4) {
                 0x40_0000 + (r >> 32) % 0x1_0000
             } else {
                 r
