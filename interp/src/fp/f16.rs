@@ -58,14 +58,7 @@ pub fn f32_to_f16(a: u32, imm: u8, mx: Mx) -> (u16, u32) {
         imm as u32
     };
     let m = Mx(mx.with_rc(rc).0 & !mxcsr::FTZ);
-    let w = widen::<F32>(x);
-    let (r, mut f) = round_pack::<F16>(w, m);
-    if f & (mxcsr::OE | mxcsr::UE) != 0 {
-        // Unlike arithmetic, PE with an unmasked OE/UE is that of the delivered (denormalised
-        // or overflowed) result, as with the exceptions masked (host, SIMD difftest seed 11).
-        let masked = Mx(m.0 | mxcsr::UM | (mxcsr::OE << mxcsr::MASK_SHIFT));
-        f = (f & !mxcsr::PE) | (round_pack::<F16>(w, masked).1 & mxcsr::PE);
-    }
+    let (r, f) = round_pack::<F16>(widen::<F32>(x), m);
     (r as u16, f | de)
 }
 
