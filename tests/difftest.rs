@@ -95,67 +95,7 @@ const IMPLEMENTED_SIMD: [&str; 16] = [
     "Ldmxcsr_m32",
 ];
 
-/// Interpreter discrepancies the SIMD harness found in the SSE floating-point, x87 and MMX
-/// families integrated in main (host facts in docs/difftest.md). Each entry recognises its
-/// failures by form and by the fields that differ, so anything else still fails the batch test;
-/// remove an entry once its fix lands (`simd_batch_strict` ignores this list).
-fn known_simd_gap(f: &Failure) -> Option<&'static str> {
-    let fields: Vec<&str> = f.diffs.iter().map(|d| d.field.as_str()).collect();
-    let only = |ok: &[&str]| fields.iter().all(|x| ok.iter().any(|a| x.starts_with(a)));
-    let name = f.form.as_str();
-    let vector = |o: &Outcome| match o.end {
-        End::Fault { vector, .. } => Some(vector),
-        _ => None,
-    };
-    let (nv, iv) = (vector(&f.native), vector(&f.interp));
-    let state = [
-        "Fxsave", "Fxrstor", "Fnsave", "Fsave", "Frstor", "Fnstenv", "Fstenv", "Fldenv",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p));
-    let fsw_xor = match (&f.native.simd, &f.interp.simd) {
-        (Some(a), Some(b)) => a.fsw ^ b.fsw,
-        _ => 0,
-    };
-    if state && fields == ["end"] && nv == Some(14) && iv == Some(14) {
-        return Some("x87/FXSAVE state image running into an unmapped page: the host reports the #PF at the operand's last byte");
-    }
-    if name.starts_with("Fx") && fields == ["end"] && nv == Some(12) && iv == Some(13) {
-        return Some("FXSAVE/FXRSTOR with a non-canonical RSP/RBP-based address: #SS on the host, #GP in the interpreter");
-    }
-    if (name.starts_with("Fnstenv") || name.starts_with("Fstenv"))
-        && fields == ["fsw"]
-        && fsw_xor == 0x8080
-    {
-        return Some("FNSTENV masks all exceptions and the host then clears FSW.ES and B");
-    }
-    if name.starts_with("Fldenv") && only(&["end", "rip", "fcw"]) && iv == Some(16) && nv.is_none()
-    {
-        return Some("#MF at FLDENV after an FNSTENV that left ES set (previous entry)");
-    }
-    if name == "Fstpnce_sti" && only(&["fsw", "ftw", "x87 R"]) {
-        return Some("FSTPNCE (D9 D8+i) with an empty ST(0): no stack underflow on the host");
-    }
-    let mmx_store = [
-        "Movd_rm32_mm:m",
-        "Movq_rm64_mm:m",
-        "Movq_mmm64_mm:m",
-        "Movntq_m64_mm",
-    ];
-    if mmx_store.contains(&name) && fields == ["fsw"] && nv.is_some() {
-        return Some("an MMX store that faults has already set TOP = 0 on the host");
-    }
-    if name.starts_with("Maskmov") && only(&["end", "rip", "fsw", "ftw", "mem["]) && nv == Some(14)
-    {
-        return Some("MASKMOVQ/MASKMOVDQU next to an unmapped page: the host faults (writing nothing) even for masked-out bytes, reports another #PF address, and (MASKMOVQ) has set TOP/tags");
-    }
-    if fields == ["mxcsr"] && nv == Some(19) && iv == Some(19) {
-        return Some("SSE floating point: MXCSR flags after an unmasked exception (#XM), e.g. PE next to UE/OE");
-    }
-    None
-}
-
-fn simd_batch(strict: bool) {
+fn simd_batch() {
     let env = |k: &str| std::env::var(k).ok();
     let cfg = Config {
         seed: seed(&env("DIFFTEST_SIMD_SEED").unwrap_or_else(|| "51dd".into())),
@@ -177,18 +117,8 @@ fn simd_batch(strict: bool) {
         .filter(|f| f.kind == FailKind::Mismatch)
         .collect();
     assert_eq!(mismatches.len() as u64, sum.mismatches);
-    let mut known: std::collections::BTreeMap<&str, u64> = Default::default();
-    let mut unknown = String::new();
-    for f in mismatches {
-        match known_simd_gap(f).filter(|_| !strict) {
-            Some(why) => *known.entry(why).or_default() += 1,
-            None => unknown.push_str(&failure_text(f)),
-        }
-    }
-    for (why, n) in &known {
-        eprintln!("known interpreter gap, {n} cases: {why}");
-    }
-    assert!(unknown.is_empty(), "mismatches:\n{unknown}");
+    let text_of: String = mismatches.iter().map(|f| failure_text(f)).collect();
+    assert!(mismatches.is_empty(), "mismatches:\n{text_of}");
     assert_eq!(sum.unimplemented_failing, 0, "{text}");
     assert!(sum.forms.len() > 1200, "{} SIMD forms ran", sum.forms.len());
     for name in IMPLEMENTED_SIMD {
@@ -204,22 +134,15 @@ fn simd_batch(strict: bool) {
     assert!(clean >= 150, "only {clean} SIMD forms ran clean");
 }
 
-/// Every SIMD/x87 group (MMX, SSE..SSE4.2, x87, AVX, AVX2, FMA, F16C, XSAVE): no mismatch
-/// except the known interpreter gaps above (printed). Forms the interpreter does not implement
-/// yet are dropped after their first "not implemented" (counted and printed, not a failure), so
-/// new families are covered as they land. `DIFFTEST_SIMD_SEED` / `DIFFTEST_SIMD_CASES` override
-/// the seed and the case count (long runs in the optimised test profile).
+/// Every SIMD/x87 group (MMX, SSE..SSE4.2, x87, AVX, AVX2, FMA, F16C, XSAVE) with zero
+/// mismatches (issue 3's acceptance; the former known gaps are fixed). Forms the interpreter
+/// does not implement yet are dropped after their first "not implemented" (counted and
+/// printed, not a failure), so new families are covered as they land. `DIFFTEST_SIMD_SEED` /
+/// `DIFFTEST_SIMD_CASES` override the seed and the case count (long runs in the optimised test
+/// profile).
 #[test]
-fn simd_batch_matches_the_host() {
-    simd_batch(false);
-}
-
-/// The same batch with zero mismatches of any kind (issue 3's acceptance); ignored until the
-/// known gaps are fixed: `cargo test --test difftest -- --ignored simd_batch_strict`.
-#[test]
-#[ignore]
 fn simd_batch_strict() {
-    simd_batch(true);
+    simd_batch();
 }
 
 /// What the difftest branch's interpreter implements (MOV, NOP) runs clean end to end. The one

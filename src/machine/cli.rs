@@ -62,10 +62,19 @@ extern "C" fn on_sigint(_: libc::c_int) {
 /// Parse `YYYY-MM-DDTHH:MM:SS[Z]` (UTC) into seconds since 1970.
 pub fn parse_epoch(s: &str) -> Result<i64, String> {
     let bad = || format!("--epoch {s:?}: expected RFC 3339 UTC like 2000-01-01T00:00:00Z");
-    let s2 = s.strip_suffix('Z').or_else(|| s.strip_suffix("+00:00")).unwrap_or(s);
+    let s2 = s
+        .strip_suffix('Z')
+        .or_else(|| s.strip_suffix("+00:00"))
+        .unwrap_or(s);
     let (date, time) = s2.split_once('T').ok_or_else(bad)?;
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
-    let t: Vec<i64> = time.split(':').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let t: Vec<i64> = time
+        .split(':')
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
     if d.len() != 3 || t.len() != 3 {
         return Err(bad());
     }

@@ -151,7 +151,9 @@ impl Machine {
     ) -> Result<String, MachineError> {
         let rsdp = boot::write_acpi(&mut self.ram, 1)?;
         let info = match boot::detect(kernel)? {
-            KernelKind::BzImage => boot::bzimage::load(&mut self.ram, kernel, initrd, cmdline, rsdp)?,
+            KernelKind::BzImage => {
+                boot::bzimage::load(&mut self.ram, kernel, initrd, cmdline, rsdp)?
+            }
             KernelKind::Multiboot => boot::multiboot::load(&mut self.ram, kernel, initrd, cmdline)?,
         };
         self.cpu.state = info.state;

@@ -239,9 +239,7 @@ impl Bus for Platform {
         let now = self.now;
         match port {
             0x3f8..=0x3ff => self.uart.pio_write(port - UART_BASE, size, value, now),
-            0x20 | 0x21 | 0xa0 | 0xa1 | 0x4d0 | 0x4d1 => {
-                self.pic.pio_write(port, size, value, now)
-            }
+            0x20 | 0x21 | 0xa0 | 0xa1 | 0x4d0 | 0x4d1 => self.pic.pio_write(port, size, value, now),
             0x40..=0x43 => self.pit.pio_write(port - 0x40, size, value, now),
             0x61 => self.pit.pio_write(0x21, size, value, now),
             0x60 | 0x64 => self.i8042.pio_write(port - 0x60, size, value, now),

@@ -16,7 +16,7 @@ pub mod fma;
 pub mod sse;
 
 use rustc_apfloat::ieee::{Double, Quad, Single};
-use rustc_apfloat::{Float, FloatConvert, Round, Status};
+use rustc_apfloat::{Float, FloatConvert, Round, Status, StatusAnd};
 
 /// MXCSR bits.
 pub mod mxcsr {
@@ -70,6 +70,11 @@ impl Mx {
     #[inline]
     pub fn um(self) -> bool {
         self.0 & mxcsr::UM != 0
+    }
+    /// Is the overflow exception masked?
+    #[inline]
+    pub fn om(self) -> bool {
+        self.0 & (mxcsr::OE << mxcsr::MASK_SHIFT) != 0
     }
     /// The same MXCSR with another rounding control (ROUNDPS immediate).
     #[inline]
@@ -248,15 +253,25 @@ pub fn round_pack<P: Format>(w: P::W, mx: Mx) -> (u64, u32) {
     // apfloat reports OVERFLOW only when it returns an infinity; rounding toward zero from
     // 2^(EMAX+1) or beyond gives the largest finite number without it.
     let overflow_limit = P::W::from_u128(1).value.scalbn(P::BIAS + 1);
+    // With OE or UE unmasked the instruction faults and PE reports whether the result
+    // rounded to the format's precision with an unbounded exponent is inexact (this host; the
+    // SDM's "unmasked response" delivers that bias-adjusted result).
+    let pe_unbounded = || {
+        if inexact_unbounded::<P>(w, round) {
+            PE
+        } else {
+            0
+        }
+    };
     if r.status.contains(Status::OVERFLOW) || w.abs() >= overflow_limit {
-        return (bits, OE | PE);
+        return (bits, OE | if mx.om() { PE } else { pe_unbounded() });
     }
     let pe = if inexact { PE } else { 0 };
     if !is_tiny::<P>(w, round) {
         return (bits, pe);
     }
     if !mx.um() {
-        (bits, UE | pe)
+        (bits, UE | pe_unbounded())
     } else if mx.ftz() {
         (bits & P::SIGN, UE | PE)
     } else if inexact {
@@ -264,6 +279,14 @@ pub fn round_pack<P: Format>(w: P::W, mx: Mx) -> (u64, u32) {
     } else {
         (bits, 0)
     }
+}
+
+/// Is the nonzero finite `w` inexact when rounded to `P`'s precision with an unbounded
+/// exponent? (Scaled to about 1 first; power-of-two scaling is exact in the wide format.)
+fn inexact_unbounded<P: Format>(w: P::W, round: Round) -> bool {
+    let scaled = w.scalbn(-w.ilogb());
+    let r: StatusAnd<P::F> = FloatConvert::<P::F>::convert_r(scaled, round, &mut false);
+    r.status.contains(Status::INEXACT)
 }
 
 /// Is `w` tiny: nonzero and, rounded to `P`'s precision with unbounded exponent, smaller in

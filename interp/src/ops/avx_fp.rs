@@ -65,7 +65,8 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         VEX_Vhsubpd_xmm_xmm_xmmm128 | VEX_Vhsubpd_ymm_ymm_ymmm256 => h_hsubpd,
         VEX_Vroundps_xmm_xmmm128_imm8 | VEX_Vroundps_ymm_ymmm256_imm8 => h_roundps,
         VEX_Vroundpd_xmm_xmmm128_imm8 | VEX_Vroundpd_ymm_ymmm256_imm8 => h_roundpd,
-        VEX_Vdpps_xmm_xmm_xmmm128_imm8 | VEX_Vdpps_ymm_ymm_ymmm256_imm8 => h_dpps,
+        VEX_Vdpps_xmm_xmm_xmmm128_imm8 => h_dpps,
+        VEX_Vdpps_ymm_ymm_ymmm256_imm8 => h_dpps256,
         VEX_Vdppd_xmm_xmm_xmmm128_imm8 => h_dppd,
         VEX_Vroundss_xmm_xmm_xmmm32_imm8 => round_scalar::<F32>,
         VEX_Vroundsd_xmm_xmm_xmmm64_imm8 => round_scalar::<F64>,
@@ -222,6 +223,14 @@ fn per_lane_full(x: &mut Ctx, ins: &Instruction, f: Full) -> Result<(), Trap> {
         (0, 0)
     };
     finish(x, ins, [lo, hi], len, f0 | f1)
+}
+
+/// VDPPS ymm: both halves at once (their stages are synchronised; see `sse_fp::dpps256`).
+fn h_dpps256(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    check_avx(x, ins)?;
+    let (a, b) = sources(x, ins)?;
+    let (r, f) = crate::ops::sse_fp::dpps256(a, b, ins.immediate8(), Mx(x.cpu.state.mxcsr));
+    finish(x, ins, r, 32, f)
 }
 
 /// `op xmm1, xmm2, xmm3/m32|m64`: the low lane from `f(src1, src2)`, bits 127:W from src1.

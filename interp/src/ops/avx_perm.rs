@@ -7,6 +7,7 @@
 
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
+use crate::mmu::Access;
 use crate::ops::avx_common::{check_avx, read_vec, vec_index, vlen, write_vec, V256};
 use crate::Ctx;
 use iced_x86::{EncodingKind, Instruction, Mnemonic, OpKind};
@@ -334,6 +335,16 @@ fn maskmov(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = x.effective_addr(ins);
     if ins.op_kind(0) == OpKind::Memory {
         let v = read_vec(x, ins, 2, false)?;
+        // This host checks the first byte of the lowest selected element, then the last
+        // byte of the highest one, and reports the first that faults (32 bytes span at most
+        // two pages, so this covers every selected byte).
+        let first = (0..n).find(|&k| sel(k));
+        let last = (0..n).rev().find(|&k| sel(k));
+        if let (Some(lo), Some(hi)) = (first, last) {
+            let e = esize as u64;
+            x.translate(a.wrapping_add(lo as u64 * e), Access::Write)?;
+            x.translate(a.wrapping_add(hi as u64 * e + e - 1), Access::Write)?;
+        }
         for k in (0..n).filter(|&k| sel(k)) {
             x.probe_write(a.wrapping_add((k * esize as usize) as u64), esize as u64)?;
         }

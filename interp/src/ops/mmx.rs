@@ -363,8 +363,12 @@ fn mov_from_mm(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let v = get_mm(&x.cpu.state, mm_op(ins, 1));
     if ins.op0_kind() == OpKind::Register && ins.op0_register().is_mm() {
         set_mm(&mut x.cpu.state, mm_op(ins, 0), v);
-    } else {
-        x.write_op(ins, 0, v)?;
+    } else if let Err(e) = x.write_op(ins, 0, v) {
+        // This host: a store that faults has already set TOP = 0 (the tags are unchanged).
+        if ins.op0_kind() == OpKind::Memory {
+            x.cpu.state.x87.fsw &= !FSW_TOP;
+        }
+        return Err(e.into());
     }
     mmx_enter(&mut x.cpu.state);
     Ok(())
@@ -418,12 +422,13 @@ fn rdi_dest(x: &mut Ctx, ins: &Instruction) -> u64 {
 }
 
 /// Store the bytes of `data` whose `mask` byte has bit 7 set to consecutive addresses from
-/// `lin`. Every selected byte is checked for writability before any is written (precise
-/// faults); unselected bytes are never accessed, so an all-zero mask touches no memory.
+/// `lin`. This host checks the whole area as 8-byte writes whatever the mask (an all-zero
+/// mask faults too), the high quadword first (MASKMOVDQU); a quadword reports its first
+/// byte, or the first byte of its second page. Nothing is written on a fault.
 fn masked_store(x: &mut Ctx, lin: u64, data: &[u8], mask: &[u8]) -> Result<(), Fault> {
     let selected = |i: usize| mask.get(i).is_some_and(|m| m & 0x80 != 0);
-    for i in (0..data.len()).filter(|&i| selected(i)) {
-        x.probe_write(lin.wrapping_add(i as u64), 1)?;
+    for q in (0..data.len() / 8).rev() {
+        x.probe_write(lin.wrapping_add(8 * q as u64), 8)?;
     }
     for (i, &b) in data.iter().enumerate().filter(|&(i, _)| selected(i)) {
         x.write(lin.wrapping_add(i as u64), 1, b as u64)?;
@@ -438,8 +443,9 @@ fn h_maskmovq(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let data = get_mm(st, mm_op(ins, 1)).to_le_bytes();
     let mask = get_mm(st, mm_op(ins, 2)).to_le_bytes();
     let lin = rdi_dest(x, ins);
-    masked_store(x, lin, &data, &mask)?;
+    // This host enters the MMX state (TOP = 0, all tags valid) even when the store faults.
     mmx_enter(&mut x.cpu.state);
+    masked_store(x, lin, &data, &mask)?;
     Ok(())
 }
 
@@ -454,8 +460,7 @@ fn h_maskmovdqu(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     Ok(())
 }
 
-/// VMASKMOVDQU xmm1, xmm2: MASKMOVDQU under the VEX availability rule (VEX.128 only; it writes
-/// no register, so nothing is zeroed).
+/// VMASKMOVDQU xmm1, xmm2 (VEX.128; AVX checks): as MASKMOVDQU, faults included (measured).
 fn h_vmaskmovdqu(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     crate::ops::avx_common::check_avx(x, ins)?;
     let st = &x.cpu.state;
@@ -657,11 +662,94 @@ mod tests {
             ExitReason::Exception(Fault::PageFault { .. })
         ));
         assert_eq!(m.cpu.state.rip, CODE_BASE);
-        assert_eq!(m.cpu.state.x87.ftw, 0x0f);
-        // An all-zero mask accesses no memory at all.
+        // The MMX state is entered before the fault (TOP = 0, all tags valid; this host).
+        assert_eq!(m.cpu.state.x87.ftw, 0xff);
+        assert_eq!(m.cpu.state.x87.fsw & FSW_TOP, 0);
+        // Host-measured (native runs next to a PROT_NONE page): the whole quadword is checked
+        // whatever the mask, so an all-zero mask faults too, and a quadword running into the
+        // bad page reports that page's first byte.
         set_mm(&mut m.cpu.state, 2, 0x7f7f_7f7f_7f7f_7f7f);
         let e = m.run_code(&code, 1);
-        assert_eq!(e.reason, ExitReason::Budget);
+        assert!(matches!(
+            e.reason,
+            ExitReason::Exception(Fault::PageFault { addr: 0x1ff8, .. })
+        ));
+    }
+
+    #[test]
+    fn vmaskmov_store_faults_at_the_lowest_selected_first_byte_or_highest_last_byte() {
+        use crate::testkit::TEST_RAM;
+        // Host-measured (vmaskmovps m256 next to a PROT_NONE page): (operand offset below the
+        // bad page, selected elements, expected fault offset from the page or None).
+        let cases: [(u64, u8, Option<u64>); 7] = [
+            (16, 0x81, Some(15)),
+            (16, 0x90, Some(0)),
+            (16, 0x18, Some(3)),
+            (16, 0x0f, None),
+            (4, 0x11, Some(15)),
+            (4, 0x18, Some(8)),
+            (28, 0x90, Some(3)),
+        ];
+        let code = TestMachine::assemble(|a| a.vmaskmovps(ymmword_ptr(rdx), ymm1, ymm2));
+        for (below, sel, want) in cases {
+            let mut m = machine();
+            for e in 0..8 {
+                if sel & (1 << e) != 0 {
+                    m.cpu.state.ymm[1][e / 2] |= 0x8000_0000 << (32 * (e % 2));
+                }
+            }
+            m.cpu.state.gpr[reg::RDX] = TEST_RAM - below;
+            let r = m.run_code(&code, 1).reason;
+            match want {
+                None => assert_eq!(r, ExitReason::Budget, "{below} {sel:#x}"),
+                Some(o) => assert!(
+                    matches!(r, ExitReason::Exception(Fault::PageFault { addr, .. }) if addr == TEST_RAM + o),
+                    "{below} {sel:#x}: {r:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn maskmovdqu_checks_the_high_quadword_first_whatever_the_mask() {
+        for code in [
+            TestMachine::assemble(|a| a.maskmovdqu(xmm1, xmm2)),
+            TestMachine::assemble(|a| a.vmaskmovdqu(xmm1, xmm2)),
+        ] {
+            maskmovdqu_case(&code);
+        }
+        // VMASKMOVDQU stores the selected bytes like MASKMOVDQU.
+        let code = TestMachine::assemble(|a| a.vmaskmovdqu(xmm1, xmm2));
+        let mut m = machine();
+        m.cpu.state.ymm[1][0] = 0x8877_6655_4433_2211;
+        m.cpu.state.ymm[1][1] = u64::MAX;
+        m.cpu.state.ymm[2][0] = 0x8000_0000_ff7f_0080;
+        m.cpu.state.ymm[2][1] = 0x80;
+        m.cpu.state.gpr[reg::RDI] = DATA_BASE;
+        m.load(DATA_BASE, &[0xee; 16]);
+        assert_eq!(m.run_code(&code, 1).reason, ExitReason::Budget);
+        assert_eq!(m.read_u64(DATA_BASE), 0x88ee_eeee_44ee_ee11);
+        assert_eq!(m.read_u64(DATA_BASE + 8), 0xeeee_eeee_eeee_eeff);
+    }
+
+    fn maskmovdqu_case(code: &[u8]) {
+        // Host-measured: with RDI 4 bytes below an unwritable page the fault reports RDI + 8
+        // (the high quadword, checked first), for every mask including zero.
+        for mask in [0u128, 0x80, 0x80 << 64] {
+            let mut m = machine();
+            m.cpu.state.ymm[2][0] = mask as u64;
+            m.cpu.state.ymm[2][1] = (mask >> 64) as u64;
+            m.cpu.state.gpr[reg::RDI] = 0x2000 - 4;
+            let e = m.run_code(code, 1);
+            assert!(
+                matches!(
+                    e.reason,
+                    ExitReason::Exception(Fault::PageFault { addr: 0x2004, .. })
+                ),
+                "{:?}",
+                e.reason
+            );
+        }
     }
 
     #[test]

@@ -75,6 +75,9 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
 
 // ----- the MXCSR commit step -----
 
+/// A marker bit in a detected-flags word (outside the six flags): see [`commit_flags`].
+pub const RESOLVED: u32 = 1 << 31;
+
 /// Record the exception flags an instruction detected (the OR over its lanes) in MXCSR and
 /// decide whether it may write its result.
 ///
@@ -82,8 +85,12 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
 /// written. Otherwise nothing is written and #XM is raised (#UD when CR4.OSXMMEXCPT is clear):
 /// if an unmasked exception is a pre-computation one (IE, DE, ZE), only the pre-computation
 /// flags are set (the computation is not done); else all detected flags are set.
+///
+/// With [`RESOLVED`] in `flags` the operation already applied that rule itself (per stage,
+/// the dot products) and every flag given is set.
 pub fn commit_flags(x: &mut Ctx, flags: u32) -> Result<(), Fault> {
     let st = &mut x.cpu.state;
+    let resolved = flags & RESOLVED != 0;
     let flags = flags & mxcsr::FLAGS;
     let masks = (st.mxcsr >> mxcsr::MASK_SHIFT) & mxcsr::FLAGS;
     let unmasked = flags & !masks;
@@ -91,7 +98,7 @@ pub fn commit_flags(x: &mut Ctx, flags: u32) -> Result<(), Fault> {
         st.mxcsr |= flags;
         return Ok(());
     }
-    st.mxcsr |= if unmasked & mxcsr::PRE != 0 {
+    st.mxcsr |= if unmasked & mxcsr::PRE != 0 && !resolved {
         flags & mxcsr::PRE
     } else {
         flags
@@ -338,6 +345,25 @@ fn round_scalar<P: Format>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     Ok(())
 }
 
+/// The dot products run in stages (the multiplies, then each level of additions). On this
+/// host the stage that raises an unmasked exception ends the instruction: the flags of the
+/// earlier stages are all recorded, that stage's by the usual rule (only its pre-computation
+/// flags if one of those is unmasked), later stages add nothing. `Some(flags)` (marked
+/// [`RESOLVED`]) when `stage` stops the instruction, else `None` with `done` updated.
+fn dp_stage(done: &mut u32, stage: u32, mx: Mx) -> Option<u32> {
+    let unmasked = stage & !(mx.0 >> mxcsr::MASK_SHIFT) & mxcsr::FLAGS;
+    if unmasked == 0 {
+        *done |= stage;
+        return None;
+    }
+    let own = if unmasked & mxcsr::PRE != 0 {
+        stage & mxcsr::PRE
+    } else {
+        stage
+    };
+    Some(RESOLVED | *done | own)
+}
+
 /// DPPS: products of the lanes selected by imm[7:4] (others +0.0), summed pairwise and then
 /// across pairs, each step rounded under MXCSR; the sum goes to the lanes selected by
 /// imm[3:0], +0.0 to the others.
@@ -346,27 +372,56 @@ fn round_scalar<P: Format>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 /// host it differs per destination lane: lane i gets `pair(i) + pair(i ^ 2)` with
 /// `pair(j) = p[j ^ 1] + p[j]` (x86 NaN rule: first operand first). Measured natively.
 pub fn dpps(a: u128, b: u128, imm: u8, mx: Mx) -> (u128, u32) {
+    let (r, f) = dpps_lanes([a], [b], imm, mx);
+    (r[0], f)
+}
+
+/// VDPPS ymm: each 128-bit half as DPPS, the two halves going through the stages together
+/// (an unmasked exception in either half's stage ends both; host-measured).
+pub fn dpps256(a: [u128; 2], b: [u128; 2], imm: u8, mx: Mx) -> ([u128; 2], u32) {
+    dpps_lanes(a, b, imm, mx)
+}
+
+fn dpps_lanes<const N: usize>(a: [u128; N], b: [u128; N], imm: u8, mx: Mx) -> ([u128; N], u32) {
     let mut flags = 0;
-    let mut p = [0u64; 4];
-    for (i, pi) in p.iter_mut().enumerate() {
-        if imm & (0x10 << i) != 0 {
-            let (v, f) = mul::<F32>(lane::<F32>(a, i), lane::<F32>(b, i), mx);
-            *pi = v;
-            flags |= f;
+    let mut stage = 0;
+    let mut p = [[0u64; 4]; N];
+    for h in 0..N {
+        for (i, pi) in p[h].iter_mut().enumerate() {
+            if imm & (0x10 << i) != 0 {
+                let (v, f) = mul::<F32>(lane::<F32>(a[h], i), lane::<F32>(b[h], i), mx);
+                *pi = v;
+                stage |= f;
+            }
         }
     }
-    let pair: [u64; 4] = core::array::from_fn(|j| {
-        let (v, f) = add::<F32>(p[j ^ 1], p[j], mx);
-        flags |= f;
-        v
+    if let Some(f) = dp_stage(&mut flags, stage, mx) {
+        return ([0; N], f);
+    }
+    stage = 0;
+    let pair: [[u64; 4]; N] = core::array::from_fn(|h| {
+        core::array::from_fn(|j| {
+            let (v, f) = add::<F32>(p[h][j ^ 1], p[h][j], mx);
+            stage |= f;
+            v
+        })
     });
-    let mut r = 0;
-    for i in 0..4 {
-        let (s, f) = add::<F32>(pair[i], pair[i ^ 2], mx);
-        flags |= f;
-        if imm & (1 << i) != 0 {
-            r = with_lane::<F32>(r, i, s);
+    if let Some(f) = dp_stage(&mut flags, stage, mx) {
+        return ([0; N], f);
+    }
+    stage = 0;
+    let mut r = [0u128; N];
+    for h in 0..N {
+        for i in 0..4 {
+            let (s, f) = add::<F32>(pair[h][i], pair[h][i ^ 2], mx);
+            stage |= f;
+            if imm & (1 << i) != 0 {
+                r[h] = with_lane::<F32>(r[h], i, s);
+            }
         }
+    }
+    if let Some(f) = dp_stage(&mut flags, stage, mx) {
+        return ([0; N], f);
     }
     (r, flags)
 }
@@ -375,21 +430,29 @@ pub fn dpps(a: u128, b: u128, imm: u8, mx: Mx) -> (u128, u32) {
 /// `p[i] + p[i ^ 1]` (the NaN order measured on the host).
 pub fn dppd(a: u128, b: u128, imm: u8, mx: Mx) -> (u128, u32) {
     let mut flags = 0;
+    let mut stage = 0;
     let mut p = [0u64; 2];
     for (i, pi) in p.iter_mut().enumerate() {
         if imm & (0x10 << i) != 0 {
             let (v, f) = mul::<F64>(lane::<F64>(a, i), lane::<F64>(b, i), mx);
             *pi = v;
-            flags |= f;
+            stage |= f;
         }
     }
+    if let Some(f) = dp_stage(&mut flags, stage, mx) {
+        return (0, f);
+    }
+    stage = 0;
     let mut r = 0;
     for i in 0..2 {
         let (s, f) = add::<F64>(p[i], p[i ^ 1], mx);
-        flags |= f;
+        stage |= f;
         if imm & (1 << i) != 0 {
             r = with_lane::<F64>(r, i, s);
         }
+    }
+    if let Some(f) = dp_stage(&mut flags, stage, mx) {
+        return (0, f);
     }
     (r, flags)
 }

@@ -9,6 +9,7 @@
 use super::x87_common::*;
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
+use crate::mmu::Access;
 use crate::ops::check_no_lock;
 use crate::ops::sse_common::MXCSR_MASK;
 use crate::state::{ctl, X87State};
@@ -169,12 +170,15 @@ fn fstenv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         len = n + 80;
     }
     let a = x.effective_addr(ins);
+    probe_area(x, a, len as u64, Access::Write)?;
     x.write_bytes(a, &img[..len])?;
     let f = &mut x.cpu.state.x87;
     if save {
         init(f);
     } else {
+        // All exceptions masked: ES and B follow (cleared; the stored image keeps them).
         f.fcw |= 0x3f;
+        update_es(f);
     }
     Ok(())
 }
@@ -188,6 +192,7 @@ fn fldenv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let len = if rstor { n + 80 } else { n };
     let mut img = [0u8; 108];
     let a = x.effective_addr(ins);
+    probe_area(x, a, len as u64, Access::Read)?;
     x.read_bytes(a, &mut img[..len])?;
     let w = |i: usize| u16::from_le_bytes([img[i], img[i + 1]]);
     let d = |i: usize| u32::from_le_bytes([img[i], img[i + 1], img[i + 2], img[i + 3]]);
@@ -218,6 +223,23 @@ fn fldenv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     Ok(())
 }
 
+/// The state-image instructions (FNSTENV, FLDENV, FNSAVE, FRSTOR, FXSAVE, FXRSTOR) check the
+/// operand's first byte, then its last byte (this host): a #PF for an area running into an
+/// unmapped page reports the operand's last byte, not the page's first.
+fn probe_area(x: &mut Ctx, a: u64, len: u64, access: Access) -> Result<(), Fault> {
+    x.translate(a, access)?;
+    x.translate(a.wrapping_add(len - 1), access)?;
+    Ok(())
+}
+
+/// FXSAVE/FXRSTOR check the other way round: the 512-byte area's last byte, then its first
+/// (this host: an area entirely on an unmapped page reports its last byte).
+fn probe_area_fx(x: &mut Ctx, a: u64, access: Access) -> Result<(), Fault> {
+    x.translate(a.wrapping_add(511), access)?;
+    x.translate(a, access)?;
+    Ok(())
+}
+
 /// Availability of FXSAVE/FXRSTOR: #NM on CR0.TS or CR0.EM; the area must be 16-byte aligned.
 fn fx_addr(x: &mut Ctx, ins: &Instruction) -> Result<u64, Fault> {
     check_no_lock(ins)?;
@@ -226,6 +248,12 @@ fn fx_addr(x: &mut Ctx, ins: &Instruction) -> Result<u64, Fault> {
     }
     let a = x.effective_addr(ins);
     if a & 15 != 0 {
+        // A non-canonical stack-relative (RSP/RBP base) operand is #SS before the alignment
+        // #GP on this host.
+        let long = x.cpu.state.efer & ctl::EFER_LMA != 0;
+        if long && x.ss_operand && !crate::mmu::is_canonical(a) {
+            return Err(Fault::StackFault(0));
+        }
         return Err(Fault::GP0);
     }
     Ok(a)
@@ -270,6 +298,7 @@ pub fn fxsave_image(st: &crate::state::CpuState, rex_w: bool) -> [u8; 416] {
 
 fn fxsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = fx_addr(x, ins)?;
+    probe_area_fx(x, a, Access::Write)?;
     let img = fxsave_image(&x.cpu.state, ins.mnemonic() == Mnemonic::Fxsave64);
     x.write_bytes(a, &img)?;
     Ok(())
@@ -318,6 +347,7 @@ pub fn fxrstor_image(
 
 fn fxrstor(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = fx_addr(x, ins)?;
+    probe_area_fx(x, a, Access::Read)?;
     let mut b = [0u8; 416];
     x.read_bytes(a, &mut b)?;
     let mut st = x.cpu.state.clone();

@@ -137,6 +137,13 @@ fn fst(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         flags = fl;
     } else {
         let i = st_index(ins, 0);
+        if src.is_none() && ins.mnemonic() == Mnemonic::Fstpnce {
+            // FSTPNCE (D9 D8+i) with an empty ST(0), this host: no stack fault and ST(i) is
+            // left alone (value and tag); only the pop, with C1 cleared.
+            let _ = i;
+            finish_store(x, ins, 0, true, None);
+            return Ok(());
+        }
         let (v, fl) = match src {
             Some(v) => (v, 0),
             None => (F80::INDEFINITE, UNDERFLOW),

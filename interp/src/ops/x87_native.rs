@@ -127,6 +127,8 @@ pub fn forms() -> Vec<Form> {
     rforms(&mut v, "fxch", 0xd9, 0xc8);
     rforms(&mut v, "fst", 0xdd, 0xd0);
     rforms(&mut v, "fstp", 0xdd, 0xd8);
+    // FSTPNCE (D9 D8+i), the undocumented alias: no stack fault on an empty ST(0) (host).
+    rforms(&mut v, "fstpnce", 0xd9, 0xd8);
     rforms(&mut v, "ffree", 0xdd, 0xc0);
     rforms(&mut v, "ffreep", 0xdf, 0xc0);
     for (i, n) in ["fcmovb", "fcmove", "fcmovbe", "fcmovu"].iter().enumerate() {

@@ -266,3 +266,119 @@ fn random_x87_streams_do_not_panic() {
         let _ = crate::testkit::fuzz_decode_exec(&data);
     }
 }
+
+// ----- behaviour measured on the reference host (issue 3) -----
+// The fault addresses below were measured natively (operands next to a PROT_NONE page, the
+// address from the SIGSEGV's si_addr) and by `lockstep difftest --isa simd`.
+
+use crate::testkit::TEST_RAM;
+
+fn page_fault_addr(r: ExitReason) -> u64 {
+    match r {
+        ExitReason::Exception(Fault::PageFault { addr, .. }) => addr,
+        other => panic!("expected #PF, got {other:?}"),
+    }
+}
+
+#[test]
+fn state_images_running_into_a_bad_page_report_the_operand_last_byte() {
+    // (instruction, operand offset below the end of RAM, expected #PF offset from the end).
+    type Asm = fn(&mut CodeAssembler, u64) -> Result<(), IcedError>;
+    let cases: [(&str, Asm, u64, u64); 5] = [
+        ("fxsave", |a, p| a.fxsave(ptr(p)), 256, 255),
+        (
+            "fxsave, only unwritten bytes over",
+            |a, p| a.fxsave(ptr(p)),
+            400,
+            111,
+        ),
+        ("fxrstor", |a, p| a.fxrstor(ptr(p)), 256, 255),
+        ("fnstenv", |a, p| a.fnstenv(ptr(p)), 10, 17),
+        ("fnsave", |a, p| a.fnsave(ptr(p)), 50, 57),
+    ];
+    for (name, f, below, want) in cases {
+        let p = TEST_RAM - below;
+        let code = TestMachine::assemble(|a| f(a, p));
+        let mut m = TestMachine::new();
+        let addr = page_fault_addr(run(&mut m, &code, 1));
+        assert_eq!(addr, TEST_RAM + want, "{name}");
+        // Entirely on the bad page: the first byte, but the last for FXSAVE/FXRSTOR.
+        let code = TestMachine::assemble(|a| f(a, TEST_RAM + 0x20));
+        let mut m = TestMachine::new();
+        let want = if name.starts_with("fx") {
+            0x20 + 511
+        } else {
+            0x20
+        };
+        assert_eq!(
+            page_fault_addr(run(&mut m, &code, 1)),
+            TEST_RAM + want,
+            "{name}"
+        );
+    }
+    // The first byte on the bad page (below): the first byte.
+    let code = TestMachine::assemble(|a| a.fnstenv(ptr(CODE_BASE - 10)));
+    let mut m = TestMachine::new();
+    assert_eq!(page_fault_addr(run(&mut m, &code, 1)), CODE_BASE - 10);
+}
+
+#[test]
+fn fxsave_misaligned_non_canonical_stack_operand_is_ss() {
+    let code = TestMachine::assemble(|a| a.fxsave(ptr(rbp + 8)));
+    let mut m = TestMachine::new();
+    m.cpu.state.gpr[crate::state::reg::RBP] = 0x8000_0000_0000_0000;
+    assert_eq!(
+        run(&mut m, &code, 1),
+        ExitReason::Exception(Fault::StackFault(0))
+    );
+    let code = TestMachine::assemble(|a| a.fxsave(ptr(rbx + 8)));
+    let mut m = TestMachine::new();
+    m.cpu.state.gpr[crate::state::reg::RBX] = 0x8000_0000_0000_0000;
+    assert_eq!(run(&mut m, &code, 1), ExitReason::Exception(Fault::GP0));
+}
+
+#[test]
+fn fnstenv_stores_es_then_clears_it_with_all_exceptions_masked() {
+    let code = TestMachine::assemble(|a| a.fnstenv(ptr(DATA_BASE)));
+    let mut m = TestMachine::new();
+    m.cpu.state.x87.fcw = 0x037b; // ZM clear
+    m.cpu.state.x87.fsw = sw::ZE | sw::ES | sw::B | (3 << 11);
+    assert_eq!(run(&mut m, &code, 1), ExitReason::Budget);
+    let stored = m.read_u64(DATA_BASE + 4) as u16;
+    assert_eq!(stored, sw::ZE | sw::ES | sw::B | (3 << 11));
+    assert_eq!(m.cpu.state.x87.fcw, 0x037f);
+    assert_eq!(m.cpu.state.x87.fsw, sw::ZE | (3 << 11));
+}
+
+#[test]
+fn fstpnce_with_an_empty_st0_only_pops() {
+    let code = TestMachine::assemble(|a| a.fstpnce(st2));
+    let mut m = TestMachine::new();
+    let f = &mut m.cpu.state.x87;
+    f.fcw = 0x037e; // IM clear: a stack fault would set ES
+    f.fsw = (5 << 11) | sw::C1;
+    f.ftw = 0b1000_0000; // ST(2) = R7 valid, ST(0) = R5 empty
+    f.regs[7][..10].copy_from_slice(&F80::ONE.to_bytes());
+    assert_eq!(run(&mut m, &code, 1), ExitReason::Budget);
+    let f = &m.cpu.state.x87;
+    assert_eq!(f.fsw, 6 << 11, "TOP + 1, C1 cleared, no flags");
+    assert_eq!(f.ftw, 0b1000_0000);
+    assert_eq!(F80::from_bytes(&f.regs[7][..10]), F80::ONE);
+}
+
+#[test]
+fn mmx_store_that_faults_has_set_top_zero_but_not_the_tags() {
+    let code = TestMachine::assemble(|a| a.movq(qword_ptr(TEST_RAM), mm0));
+    let mut m = TestMachine::new();
+    m.cpu.state.x87.fsw = 5 << 11;
+    m.cpu.state.x87.ftw = 0xe0;
+    assert_eq!(page_fault_addr(run(&mut m, &code, 1)), TEST_RAM);
+    assert_eq!((m.cpu.state.x87.fsw, m.cpu.state.x87.ftw), (0, 0xe0));
+    // A load that faults changes nothing.
+    let code = TestMachine::assemble(|a| a.movq(mm0, qword_ptr(TEST_RAM)));
+    let mut m = TestMachine::new();
+    m.cpu.state.x87.fsw = 5 << 11;
+    m.cpu.state.x87.ftw = 0xe0;
+    assert_eq!(page_fault_addr(run(&mut m, &code, 1)), TEST_RAM);
+    assert_eq!((m.cpu.state.x87.fsw, m.cpu.state.x87.ftw), (5 << 11, 0xe0));
+}
