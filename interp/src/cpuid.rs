@@ -39,6 +39,7 @@ pub const LINE: u32 = 64;
 pub mod bits {
     // Leaf 1 EDX.
     pub const FPU: u32 = 1 << 0;
+    pub const DE: u32 = 1 << 2;
     pub const PSE: u32 = 1 << 3;
     pub const TSC: u32 = 1 << 4;
     pub const MSR: u32 = 1 << 5;
@@ -110,6 +111,7 @@ use bits::*;
 
 /// Leaf 1 EDX.
 pub const LEAF1_EDX: u32 = FPU
+    | DE
     | PSE
     | TSC
     | MSR

@@ -51,6 +51,16 @@ pub struct BootArgs {
     /// Print retired instructions, state hash and machine statistics at the end.
     #[arg(long)]
     pub stats: bool,
+    /// Trace events to stderr: `exceptions`, `interrupts` (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    pub trace: Vec<TraceWhat>,
+}
+
+/// `--trace` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceWhat {
+    Exceptions,
+    Interrupts,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -140,6 +150,10 @@ fn run(args: &BootArgs) -> Result<i32, String> {
         verify: args.verify,
         jit_threshold: args.jit_threshold,
         max_insns: args.max_insns,
+        trace: super::Trace {
+            exceptions: args.trace.contains(&TraceWhat::Exceptions),
+            interrupts: args.trace.contains(&TraceWhat::Interrupts),
+        },
     };
     let mut m = Machine::new(config).map_err(|e| e.to_string())?;
     let summary = m

@@ -38,6 +38,16 @@ pub struct MachineConfig {
     pub verify: bool,
     pub jit_threshold: u32,
     pub max_insns: Option<u64>,
+    pub trace: Trace,
+}
+
+/// What `--trace` prints to stderr as it happens.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Trace {
+    /// Every exception the machine delivers (with CS:RIP and the retired count).
+    pub exceptions: bool,
+    /// Every external interrupt delivered.
+    pub interrupts: bool,
 }
 
 #[derive(Debug, Error)]
@@ -213,6 +223,12 @@ impl Machine {
             if if_set && !st.interrupt_shadow && self.plat.pending_interrupt().is_some() {
                 if let Some(v) = self.plat.acknowledge_interrupt() {
                     self.stats.interrupts += 1;
+                    if self.config.trace.interrupts {
+                        eprintln!(
+                            "lockstep: trace: interrupt vector {v:#x} at {:#x} (retired {})",
+                            self.cpu.state.rip, self.cpu.retired
+                        );
+                    }
                     self.cpu.state.halted = false;
                     let (cpu, ram, plat) = (&mut self.cpu, &mut self.ram, &mut self.plat);
                     if let Err(s) = interrupt::deliver(cpu, ram, plat, Event::External(v)) {
@@ -274,6 +290,14 @@ impl Machine {
                 }
                 ExitReason::Exception(f) => {
                     self.stats.exceptions += 1;
+                    if self.config.trace.exceptions {
+                        eprintln!(
+                            "lockstep: trace: {f} at {:#x}:{:#x} (retired {})",
+                            self.cpu.state.seg[lockstep_interp::state::sreg::CS].selector,
+                            self.cpu.state.rip,
+                            self.cpu.retired
+                        );
+                    }
                     let (cpu, ram, plat) = (&mut self.cpu, &mut self.ram, &mut self.plat);
                     if let Err(s) = interrupt::deliver(cpu, ram, plat, Event::from_fault(f)) {
                         return Some(Stop::TripleFault(s.to_string()));

@@ -199,6 +199,12 @@ sysexit_ring3:
         jne .sx
         cmp esp, ustack_top - 16
 .sx:    CHECK32 e, "SYSEXIT to ring 3: CS=0x1b, SS=0x23, ESP=ECX"
+        ; SYSEXIT leaves DS/ES alone, but the IRET back from the #GP handlers below would
+        ; null a DPL-0 DS at ring 3 (and a later access through it faults; QEMU does not
+        ; check null-segment use): use the ring-3 data segment.
+        mov ax, 0x23
+        mov ds, ax
+        mov es, ax
         TRY32 .s1
         sysexit
 .s1:    EXPECT32 13, 0, "SYSEXIT at ring 3 -> #GP(0)"
@@ -398,6 +404,12 @@ sysret_compat:
         jne .sc
         mov eax, ss
         cmp eax, 0x4b
+        ; Compatibility mode uses segmentation again: DS/ES (nulled by the IRETQ to ring 3
+        ; earlier) must hold a usable selector before the next data access. QEMU does not
+        ; check null-segment use, the SDM does.
+        mov dx, 0x4b
+        mov ds, dx
+        mov es, dx
 .sc:    CHECK32 e, "32-bit SYSRET to compatibility mode: CS=0x43, SS=0x4b"
         mov dword [trap_ring0_cont], done64
         mov dword [trap_ring0_cont + 4], 0
