@@ -69,6 +69,8 @@ pub struct JitStats {
     pub interp_runs: u64,
     /// Whole-cache flushes (size limit).
     pub flushes: u64,
+    /// Blocks left to the interpreter for good because they are not 64-bit code.
+    pub interp_only_blocks: u64,
     /// Blocks Cranelift refused (they stay interpreted) and the last error.
     pub compile_errors: u64,
     pub last_error: Option<String>,
@@ -117,6 +119,8 @@ enum Tier {
 
 struct Entry {
     block: Arc<Block>,
+    /// Code bitness of the block (16, 32 or 64).
+    block_bitness: u32,
     count: u32,
     tier: Tier,
     ir: Option<String>,
@@ -260,6 +264,7 @@ impl Jit {
                 key,
                 Entry {
                     block,
+                    block_bitness: bitness,
                     count: 0,
                     tier: Tier::Cold,
                     ir: None,
@@ -273,8 +278,12 @@ impl Jit {
         }
         let e = self.cache.get_mut(&key).expect("entry just ensured");
         let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
+        // A yield request left pending by a faulting instruction (as in the interpreter, it
+        // stops the engine after the next retired instruction): interpret this block, whose
+        // step() honours it exactly.
+        let pending_yield = ctx.cpu.yield_requested;
         if let Tier::Ready(f) = e.tier {
-            if remaining >= e.block.insns.len() as u64 {
+            if remaining >= e.block.insns.len() as u64 && !pending_yield {
                 let mut frame = Frame::new(ctx);
                 // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive; the
                 // frame's pointers come from `ctx`, which outlives the call and is not touched
@@ -286,6 +295,11 @@ impl Jit {
                 }
                 let stop = if code == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
+                } else if ctx.cpu.yield_requested {
+                    // The block's last instruction did MMIO (memory helpers): it left the
+                    // block right after it with RIP and `retired` exact.
+                    ctx.cpu.yield_requested = false;
+                    Some(ExitReason::Yield)
                 } else {
                     None
                 };
@@ -311,6 +325,12 @@ impl Jit {
         let e = self.cache.get_mut(key).expect("entry present");
         e.count = e.count.saturating_add(1);
         match e.tier {
+            Tier::Cold if e.count >= threshold && e.block_bitness != 64 => {
+                // 16/32-bit code is interpreted for good (the native lowering and its
+                // addressing assume 64-bit mode; see docs/jit.md).
+                e.tier = Tier::Failed;
+                self.stats.interp_only_blocks += 1;
+            }
             Tier::Cold if e.count >= threshold => {
                 if self.compiler.in_module >= self.config.max_compiled {
                     self.flush();

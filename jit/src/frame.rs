@@ -35,6 +35,9 @@ pub struct Frame {
     pub budget_end: u64,
     /// Set by the load helper: 1 when the access faulted (the fault is in `exit`).
     pub mem_fault: u64,
+    /// Set to 1 by the memory helpers when the access set `Cpu::yield_requested` (MMIO):
+    /// compiled code leaves the block right after the instruction.
+    pub yield_req: u64,
     /// Why the block stopped the engine (with [`ret::STOP`]).
     pub exit: Option<ExitReason>,
 }
@@ -46,6 +49,7 @@ impl Frame {
     pub const OFF_RAM_BASE: i32 = offset_of!(Frame, ram_base) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
     pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
+    pub const OFF_YIELD_REQ: i32 = offset_of!(Frame, yield_req) as i32;
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
@@ -59,6 +63,7 @@ impl Frame {
             ram_base: core::ptr::null_mut(),
             budget_end: 0,
             mem_fault: 0,
+            yield_req: 0,
             exit: None,
         };
         f.refresh(ctx);

@@ -40,6 +40,8 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
     match ctx.read(lin, info as u8) {
         Ok(v) => {
             f.mem_fault = 0;
+            // MMIO: the instruction must be the last one before a `Yield` exit.
+            f.yield_req = ctx.cpu.yield_requested as u64;
             v
         }
         Err(e) => {
@@ -51,8 +53,9 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
 }
 
 /// Store the low `info & 0xff` bytes of `val` at linear `lin`. Returns 0, or [`ret::STOP`] on a
-/// fault (exit reason set), or [`ret::DISPATCH`] when the store hit decoded code (the block
-/// must end after this instruction).
+/// fault (exit reason set), or [`ret::DISPATCH`] when the store hit decoded code or a device
+/// (MMIO sets `Cpu::yield_requested`): the block must end after this instruction, and the
+/// dispatcher turns a pending yield request into `ExitReason::Yield`.
 ///
 /// # Safety
 /// `frame` is the live frame of the current run.
@@ -63,8 +66,9 @@ pub unsafe extern "C" fn store(frame: *mut Frame, lin: u64, info: u64, val: u64)
     ctx.ss_operand = info & INFO_SS != 0;
     match ctx.write(lin, info as u8, val) {
         Ok(()) => {
-            if ctx.cpu.smc {
+            if ctx.cpu.smc | ctx.cpu.yield_requested {
                 ctx.cpu.smc = false;
+                f.yield_req = ctx.cpu.yield_requested as u64;
                 ret::DISPATCH
             } else {
                 0

@@ -67,6 +67,9 @@ pub struct Lower<'a> {
     next_ip: u64,
     /// RIP in memory is already the right value for the next exit (after a trampoline call).
     rip_in_memory: bool,
+    /// The current instruction called the load helper (which may have done MMIO and asked
+    /// for a yield): check `Frame::yield_req` once it has retired.
+    pub slow_load: bool,
     pub stats: LowerStats,
 }
 
@@ -150,6 +153,7 @@ pub fn lower_block(
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
+        slow_load: false,
         stats: LowerStats::default(),
     };
     let n = block.insns.len();
@@ -157,6 +161,7 @@ pub fn lower_block(
     for (i, d) in block.insns.iter().enumerate() {
         l.ins_ip = d.ins.ip();
         l.next_ip = d.ins.next_ip();
+        l.slow_load = false;
         let outcome = if native {
             insn::lower(&mut l, d)
         } else {
@@ -166,6 +171,9 @@ pub fn lower_block(
             insn::Outcome::Continue => {
                 l.stats.native += 1;
                 l.rip_in_memory = false;
+                if l.slow_load {
+                    l.yield_exit_if_requested();
+                }
             }
             insn::Outcome::Ended => {
                 l.stats.native += 1;
@@ -303,6 +311,19 @@ impl Lower<'_> {
         let next = self.next_ip;
         let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
         self.side_exit_if(c, Some(Rip::Const(next)), None, ret::DISPATCH);
+    }
+
+    /// After a retired instruction whose load went through the helper: if that access asked
+    /// for a yield (MMIO), leave the block with RIP at the next instruction; the dispatcher
+    /// turns the pending `Cpu::yield_requested` into `ExitReason::Yield`. (Stores report it
+    /// through their status, branches through their normal exit.)
+    fn yield_exit_if_requested(&mut self) {
+        let y = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_YIELD_REQ);
+        let next = self.next_ip;
+        self.side_exit_if(y, Some(Rip::Const(next)), None, ret::DISPATCH);
     }
 
     // ----- the trampoline -----
