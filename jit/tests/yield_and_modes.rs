@@ -120,7 +120,11 @@ fn mmio_and_port_io_yield_where_the_interpreter_does() {
         .count();
     assert_eq!(yields, 40 * 4, "{exits:?}");
     assert_eq!(exits.last().unwrap().reason, ExitReason::Halt);
-    assert!(jit.stats.compiled_runs > 100, "{:?}", jit.stats);
+    assert!(
+        jit.stats.compiled_runs + jit.stats.chained_runs > 100,
+        "{:?}",
+        jit.stats
+    );
     assert!(jit.stats.native_insns > 0);
 }
 
