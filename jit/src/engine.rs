@@ -74,6 +74,11 @@ pub struct JitStats {
     /// Block executions entered by a chained jump from another compiled block.
     pub chained_runs: u64,
     pub interp_runs: u64,
+    /// Translation-cache lookups by the dispatcher, and those that found a valid entry.
+    pub lookups: u64,
+    pub lookup_hits: u64,
+    /// Entries in the translation cache (compiled or not) when the statistics were taken.
+    pub cache_entries: u64,
     /// Whole-cache flushes (size limit).
     pub flushes: u64,
     /// Blocks left to the interpreter for good because they are not 64-bit code.
@@ -99,6 +104,15 @@ impl JitStats {
         let n = self.compiled_runs + self.chained_runs + self.interp_runs;
         if n > 0 {
             (self.compiled_runs + self.chained_runs) as f64 / n as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Of the dispatcher's translation-cache lookups, the share that found a valid entry.
+    pub fn hit_rate(&self) -> f64 {
+        if self.lookups > 0 {
+            self.lookup_hits as f64 / self.lookups as f64
         } else {
             0.0
         }
@@ -133,10 +147,12 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
+            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
             self.compiled,
             self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
+            self.cache_entries,
+            100.0 * self.hit_rate(),
             100.0 * self.chain_rate(),
             self.flushes,
             self.compile_errors
@@ -280,6 +296,7 @@ impl Jit {
         // The common case (a valid entry that needs no tier change) costs one map lookup.
         let threshold = self.config.threshold;
         let mut due = true;
+        self.stats.lookups += 1;
         let valid = match self.cache.get_mut(&key) {
             Some(e) if e.block.valid(ctx.ram) => {
                 if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
@@ -292,7 +309,9 @@ impl Jit {
             }
             _ => false,
         };
-        if !valid {
+        if valid {
+            self.stats.lookup_hits += 1;
+        } else {
             let block = match ctx.block_at_rip() {
                 // The JIT keeps its own copy of the decoded block (the interpreter's cache may
                 // reuse the arena slot later).
@@ -484,6 +503,7 @@ impl Drop for Jit {
     /// (host-side diagnostics only; nothing guest-visible depends on it).
     fn drop(&mut self) {
         if std::env::var_os("LOCKSTEP_JIT_STATS").is_some() {
+            self.stats.cache_entries = self.cache.len() as u64;
             eprintln!("{}", self.stats.summary());
         }
     }
