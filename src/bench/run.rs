@@ -78,11 +78,21 @@ impl Guest {
 
 /// Runs `cmd` to completion or until `timeout`, capturing stdout and stderr.
 /// stdin is /dev/null and the environment is empty.
-pub fn run_command(mut cmd: Command, timeout: Duration) -> std::io::Result<Output> {
+pub fn run_command(cmd: Command, timeout: Duration) -> std::io::Result<Output> {
+    run_command_env(cmd, &[], timeout)
+}
+
+/// [`run_command`] with only the variables `env` in the environment.
+pub fn run_command_env(
+    mut cmd: Command,
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> std::io::Result<Output> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env_clear();
+        .env_clear()
+        .envs(env.iter().copied());
     let start = Instant::now();
     let mut child = cmd.spawn()?;
     let mut out_pipe = child.stdout.take().expect("stdout is piped");
@@ -179,13 +189,12 @@ pub fn run_lockstep_env(
     timeout: Duration,
 ) -> std::io::Result<Output> {
     let mut cmd = Command::new(lockstep);
-    cmd.envs(env.iter().copied());
     cmd.args(["user", "--seed", seed, "--stats"])
         .args(options)
         .arg(guest.arg0())
         .args(&guest.args)
         .current_dir(guest.dir());
-    run_command(cmd, timeout)
+    run_command_env(cmd, env, timeout)
 }
 
 /// The `--stats` line: `retired=<n> hash=<16 hex> wall=<s> mips=<x>`.
