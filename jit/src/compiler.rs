@@ -1,9 +1,14 @@
 //! The long-lived Cranelift JIT module: one function per guest block, defined when the block
 //! gets hot and finalised in batches; the whole module is dropped when the cache flushes.
+//!
+//! Blocks use Cranelift's `tail` calling convention so that one block can jump to the next
+//! with `return_call_indirect` (chaining); Rust enters them through `enter`, a small function
+//! of the C convention compiled into each module that calls a block and returns its status.
 
 use crate::frame::Frame;
 use crate::lower::{self, HelperSigs, LowerStats};
-use cranelift_codegen::ir::Signature;
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
+use cranelift_codegen::isa::CallConv;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -12,8 +17,12 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use lockstep_interp::decode::Block;
 use lockstep_interp::CpuState;
 
-/// A compiled block: `(state, frame) -> status` (see [`crate::frame::ret`]).
-pub type BlockFn = unsafe extern "C" fn(*mut CpuState, *mut Frame) -> u32;
+/// A compiled block's entry address: a `tail`-convention function `(state, frame) -> status`
+/// (see [`crate::frame::ret`]); call it through [`Compiler::enter`].
+pub type BlockFn = *const u8;
+
+/// The C-convention entry: `enter(state, frame, block) -> status`.
+pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn) -> u32;
 
 /// A block defined in the module (callable once finalised).
 pub struct Compiled {
@@ -30,6 +39,9 @@ pub struct Compiler {
     fctx: FunctionBuilderContext,
     sig: Signature,
     helper_sigs: [Signature; 4],
+    /// Address of the chain table compiled code probes (see `crate::chain`).
+    chain_table: u64,
+    enter: EnterFn,
     next: u64,
     /// Functions defined in the current module.
     pub in_module: usize,
@@ -60,32 +72,69 @@ fn make_module(opt_level: &str) -> JITModule {
     JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()))
 }
 
-impl Default for Compiler {
-    fn default() -> Self {
-        Self::new()
+/// Define and finalise `enter` in `module`.
+fn make_enter(
+    module: &mut JITModule,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+) -> EnterFn {
+    let cc = module.isa().default_call_conv();
+    let frontend = module.isa().frontend_config();
+    let mut sig = Signature::new(cc);
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(types::I64));
     }
+    sig.returns.push(AbiParam::new(types::I32));
+    let id = module
+        .declare_function("enter", Linkage::Local, &sig)
+        .expect("declare enter");
+    ctx.clear();
+    ctx.func.signature = sig;
+    let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+    let blk = b.create_block();
+    b.append_block_params_for_function_params(blk);
+    b.switch_to_block(blk);
+    b.seal_block(blk);
+    let p = b.block_params(blk).to_vec();
+    let bsig = b.import_signature(lower::block_signature(CallConv::Tail));
+    let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1]]);
+    let r = b.inst_results(call)[0];
+    b.ins().return_(&[r]);
+    b.finalize(frontend);
+    module.define_function(id, ctx).expect("define enter");
+    module.clear_context(ctx);
+    module.finalize_definitions().expect("finalise enter");
+    let f = module.get_finalized_function(id);
+    // SAFETY: `enter` was just compiled with exactly this C-convention signature.
+    unsafe { core::mem::transmute::<*const u8, EnterFn>(f) }
 }
 
 impl Compiler {
-    pub fn new() -> Self {
-        Self::with_opt_level("speed")
-    }
-
-    /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size").
-    pub fn with_opt_level(opt_level: &'static str) -> Self {
-        let module = make_module(opt_level);
+    /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size"); compiled
+    /// blocks chain through the table at `chain_table` (it must outlive the compiler).
+    pub fn with_opt_level(opt_level: &'static str, chain_table: u64) -> Self {
+        let mut module = make_module(opt_level);
         let cc = module.isa().default_call_conv();
-        let ctx = module.make_context();
+        let mut ctx = module.make_context();
+        let mut fctx = FunctionBuilderContext::new();
+        let enter = make_enter(&mut module, &mut ctx, &mut fctx);
         Compiler {
-            sig: lower::block_signature(cc),
+            sig: lower::block_signature(CallConv::Tail),
             helper_sigs: lower::helper_signatures(cc),
             module: Some(module),
             ctx,
-            fctx: FunctionBuilderContext::new(),
+            fctx,
+            chain_table,
+            enter,
             next: 0,
             in_module: 0,
             opt_level,
         }
+    }
+
+    /// The C-convention entry of this module (valid until [`Compiler::reset`]).
+    pub fn enter(&self) -> EnterFn {
+        self.enter
     }
 
     fn module(&mut self) -> &mut JITModule {
@@ -111,12 +160,15 @@ impl Compiler {
         self.ctx.func.signature = sig;
         let hs = self.helper_sigs.clone();
         let frontend = self.module().isa().frontend_config();
+        let bsig = self.sig.clone();
+        let table = self.chain_table;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let stats = lower::lower_block(builder, block, native, frontend, |b| HelperSigs {
+        let stats = lower::lower_block(builder, block, native, frontend, table, |b| HelperSigs {
             exec: b.import_signature(hs[0].clone()),
             load: b.import_signature(hs[1].clone()),
             store: b.import_signature(hs[2].clone()),
             raise: b.import_signature(hs[3].clone()),
+            block: b.import_signature(bsig.clone()),
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
         let module = self.module.as_mut().expect("module present");
@@ -144,16 +196,12 @@ impl Compiler {
             .map_err(|e| e.to_string())
     }
 
-    /// The entry point of a finalised function.
+    /// The entry address of a finalised block function (call it through [`Compiler::enter`]).
     pub fn get(&self, id: FuncId) -> BlockFn {
-        let p = self
-            .module
+        self.module
             .as_ref()
             .expect("module present")
-            .get_finalized_function(id);
-        // SAFETY: every function of the module has the block signature, which is this
-        // `extern "C"` type (the ISA's default calling convention is the C one).
-        unsafe { core::mem::transmute::<*const u8, BlockFn>(p) }
+            .get_finalized_function(id)
     }
 
     /// Drop every compiled function and start a new module. No pointer obtained from
@@ -164,7 +212,9 @@ impl Compiler {
             // before resetting, and no compiled code is running (we are in the dispatcher).
             unsafe { m.free_memory() };
         }
-        self.module = Some(make_module(self.opt_level));
+        let mut module = make_module(self.opt_level);
+        self.enter = make_enter(&mut module, &mut self.ctx, &mut self.fctx);
+        self.module = Some(module);
         self.in_module = 0;
     }
 }

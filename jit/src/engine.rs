@@ -2,6 +2,7 @@
 //! translation cache (keyed like the interpreter's block cache, invalidated through the
 //! pages' code versions, bounded) and statistics.
 
+use crate::chain::{ChainEntry, ChainTable};
 use crate::compiler::{BlockFn, Compiler};
 use crate::frame::{ret, Frame};
 use crate::step::interp_block;
@@ -32,6 +33,9 @@ pub struct JitConfig {
     /// Cranelift optimisation level: "none", "speed" or "speed_and_size". Host-side tuning
     /// only (the emitted code's guest-visible behaviour is the same).
     pub opt_level: &'static str,
+    /// Let compiled blocks jump to their compiled successors directly (`crate::chain`);
+    /// `false` returns to the dispatcher after every block (same results, for comparison).
+    pub chain: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -47,6 +51,7 @@ impl Default for JitConfig {
             keep_ir: false,
             native: true,
             opt_level: "none",
+            chain: true,
             test_corrupt_rax: false,
         }
     }
@@ -64,17 +69,64 @@ pub struct JitStats {
     /// Guest instructions in compiled blocks lowered natively / through the trampoline.
     pub native_insns: u64,
     pub helper_insns: u64,
-    /// Block executions in compiled code / in the interpreter.
+    /// Block executions in compiled code entered from the dispatcher / in the interpreter.
     pub compiled_runs: u64,
+    /// Block executions entered by a chained jump from another compiled block.
+    pub chained_runs: u64,
     pub interp_runs: u64,
+    /// Translation-cache lookups by the dispatcher, and those that found a valid entry.
+    pub lookups: u64,
+    pub lookup_hits: u64,
+    /// Entries in the translation cache (compiled or not) when the statistics were taken.
+    pub cache_entries: u64,
     /// Whole-cache flushes (size limit).
     pub flushes: u64,
+    /// Blocks left to the interpreter for good because they are not 64-bit code.
+    pub interp_only_blocks: u64,
     /// Blocks Cranelift refused (they stay interpreted) and the last error.
     pub compile_errors: u64,
     pub last_error: Option<String>,
 }
 
 impl JitStats {
+    /// Of the compiled block executions, the share entered by a chained jump.
+    pub fn chain_rate(&self) -> f64 {
+        let n = self.compiled_runs + self.chained_runs;
+        if n > 0 {
+            self.chained_runs as f64 / n as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Of all block executions, the share run as compiled code.
+    pub fn compiled_rate(&self) -> f64 {
+        let n = self.compiled_runs + self.chained_runs + self.interp_runs;
+        if n > 0 {
+            (self.compiled_runs + self.chained_runs) as f64 / n as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Of the dispatcher's translation-cache lookups, the share that found a valid entry.
+    pub fn hit_rate(&self) -> f64 {
+        if self.lookups > 0 {
+            self.lookup_hits as f64 / self.lookups as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Mean compile time per block, in microseconds.
+    pub fn us_per_block(&self) -> f64 {
+        if self.compiled > 0 {
+            self.compile_ns as f64 / self.compiled as f64 / 1000.0
+        } else {
+            0.0
+        }
+    }
+
     /// One-line summary.
     pub fn summary(&self) -> String {
         let us = if self.compiled > 0 {
@@ -82,9 +134,9 @@ impl JitStats {
         } else {
             0.0
         };
-        let runs = self.compiled_runs + self.interp_runs;
+        let runs = self.compiled_runs + self.chained_runs + self.interp_runs;
         let pct = if runs > 0 {
-            100.0 * self.compiled_runs as f64 / runs as f64
+            100.0 * (self.compiled_runs + self.chained_runs) as f64 / runs as f64
         } else {
             0.0
         };
@@ -95,10 +147,13 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB native={native:.1}% compiled-runs={pct:.1}% flushes={} errors={}",
+            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
             self.compiled,
             self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
+            self.cache_entries,
+            100.0 * self.hit_rate(),
+            100.0 * self.chain_rate(),
             self.flushes,
             self.compile_errors
         )
@@ -117,6 +172,8 @@ enum Tier {
 
 struct Entry {
     block: Arc<Block>,
+    /// Code bitness of the block (16, 32 or 64).
+    block_bitness: u32,
     count: u32,
     tier: Tier,
     ir: Option<String>,
@@ -127,6 +184,9 @@ pub struct Jit {
     pub config: JitConfig,
     cache: FixedMap<BlockKey, Entry>,
     compiler: Compiler,
+    chain: ChainTable,
+    /// `run_block` (Verify): one block per dispatch, no chained jumps.
+    single_block: bool,
     pending: Vec<BlockKey>,
     pub stats: JitStats,
 }
@@ -158,10 +218,13 @@ impl Jit {
             };
         }
         let opt_level = config.opt_level;
+        let chain = ChainTable::default();
         Jit {
             config,
             cache: FixedMap::default(),
-            compiler: Compiler::with_opt_level(opt_level),
+            compiler: Compiler::with_opt_level(opt_level, chain.addr()),
+            chain,
+            single_block: false,
             pending: Vec::new(),
             stats: JitStats::default(),
         }
@@ -171,6 +234,8 @@ impl Jit {
     pub fn flush(&mut self) {
         self.cache.clear();
         self.pending.clear();
+        // No chained jump may reach a function of the module about to be freed.
+        self.chain.clear();
         self.compiler.reset();
         self.stats.flushes += 1;
     }
@@ -200,7 +265,10 @@ impl Jit {
                 stop: Some(ExitReason::Budget),
             }
         } else {
-            self.dispatch(&mut ctx)
+            self.single_block = true;
+            let d = self.dispatch(&mut ctx);
+            self.single_block = false;
+            d
         };
         let exit = Exit {
             retired: ctx.cpu.retired - start,
@@ -228,6 +296,7 @@ impl Jit {
         // The common case (a valid entry that needs no tier change) costs one map lookup.
         let threshold = self.config.threshold;
         let mut due = true;
+        self.stats.lookups += 1;
         let valid = match self.cache.get_mut(&key) {
             Some(e) if e.block.valid(ctx.ram) => {
                 if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
@@ -240,7 +309,9 @@ impl Jit {
             }
             _ => false,
         };
-        if !valid {
+        if valid {
+            self.stats.lookup_hits += 1;
+        } else {
             let block = match ctx.block_at_rip() {
                 // The JIT keeps its own copy of the decoded block (the interpreter's cache may
                 // reuse the arena slot later).
@@ -260,6 +331,7 @@ impl Jit {
                 key,
                 Entry {
                     block,
+                    block_bitness: bitness,
                     count: 0,
                     tier: Tier::Cold,
                     ir: None,
@@ -273,19 +345,47 @@ impl Jit {
         }
         let e = self.cache.get_mut(&key).expect("entry just ensured");
         let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
+        // A yield request left pending by a faulting instruction (as in the interpreter, it
+        // stops the engine after the next retired instruction): interpret this block, whose
+        // step() honours it exactly.
+        let pending_yield = ctx.cpu.yield_requested;
         if let Tier::Ready(f) = e.tier {
-            if remaining >= e.block.insns.len() as u64 {
+            if remaining >= e.block.insns.len() as u64 && !pending_yield {
                 let mut frame = Frame::new(ctx);
-                // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive; the
-                // frame's pointers come from `ctx`, which outlives the call and is not touched
-                // by Rust code while the block runs (only through the frame, by the helpers).
-                let code = unsafe { f(frame.state, &mut frame) };
+                let len = e.block.insns.len() as u64;
+                // The block was found valid at these epochs: other blocks may jump to it
+                // while they stay the same.
+                self.chain.set(ChainEntry {
+                    rip,
+                    func: f as u64,
+                    len,
+                    exec_epoch: frame.exec_epoch,
+                    code_epoch: frame.code_epoch,
+                });
+                if self.single_block || !self.config.chain {
+                    frame.chain_end = 0;
+                }
+                let enter = self.compiler.enter();
+                // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive (blocks
+                // reached by chained jumps likewise: a chain entry is only followed while the
+                // epochs say its block is the valid cache entry for its RIP, and the table is
+                // cleared with the module); the frame's pointers come from `ctx`, which
+                // outlives the call and is not touched by Rust code while the block runs (only
+                // through the frame, by the helpers).
+                let code = unsafe { enter(frame.state, &mut frame, f) };
                 self.stats.compiled_runs += 1;
+                self.stats.chained_runs += frame.chains;
                 if self.config.test_corrupt_rax {
                     ctx.cpu.state.gpr[0] ^= 1;
                 }
                 let stop = if code == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
+                } else if frame.yield_req != 0 {
+                    // The block's last instruction did MMIO through a memory helper: it left
+                    // the block right after it with RIP and `retired` exact. (A request left
+                    // by a REP string stopped part-way stays pending, as in the interpreter.)
+                    ctx.cpu.yield_requested = false;
+                    Some(ExitReason::Yield)
                 } else {
                     None
                 };
@@ -311,6 +411,12 @@ impl Jit {
         let e = self.cache.get_mut(key).expect("entry present");
         e.count = e.count.saturating_add(1);
         match e.tier {
+            Tier::Cold if e.count >= threshold && e.block_bitness != 64 => {
+                // 16/32-bit code is interpreted for good (the native lowering and its
+                // addressing assume 64-bit mode; see docs/jit.md).
+                e.tier = Tier::Failed;
+                self.stats.interp_only_blocks += 1;
+            }
             Tier::Cold if e.count >= threshold => {
                 if self.compiler.in_module >= self.config.max_compiled {
                     self.flush();
@@ -397,6 +503,7 @@ impl Drop for Jit {
     /// (host-side diagnostics only; nothing guest-visible depends on it).
     fn drop(&mut self) {
         if std::env::var_os("LOCKSTEP_JIT_STATS").is_some() {
+            self.stats.cache_entries = self.cache.len() as u64;
             eprintln!("{}", self.stats.summary());
         }
     }

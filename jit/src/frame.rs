@@ -35,6 +35,17 @@ pub struct Frame {
     pub budget_end: u64,
     /// Set by the load helper: 1 when the access faulted (the fault is in `exit`).
     pub mem_fault: u64,
+    /// Set to 1 by the memory helpers when the access set `Cpu::yield_requested` (MMIO):
+    /// compiled code leaves the block right after the instruction.
+    pub yield_req: u64,
+    /// Chaining (see `crate::chain`): current execute-TLB and code epochs (refreshed by every
+    /// helper, since helpers are the only code that can change them), the `retired` value no
+    /// chained block may go past (`budget_end`, or 0 to disable chaining, as `Verify` does),
+    /// and the number of chained jumps taken (statistics).
+    pub exec_epoch: u64,
+    pub code_epoch: u64,
+    pub chain_end: u64,
+    pub chains: u64,
     /// Why the block stopped the engine (with [`ret::STOP`]).
     pub exit: Option<ExitReason>,
 }
@@ -46,6 +57,11 @@ impl Frame {
     pub const OFF_RAM_BASE: i32 = offset_of!(Frame, ram_base) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
     pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
+    pub const OFF_YIELD_REQ: i32 = offset_of!(Frame, yield_req) as i32;
+    pub const OFF_EXEC_EPOCH: i32 = offset_of!(Frame, exec_epoch) as i32;
+    pub const OFF_CODE_EPOCH: i32 = offset_of!(Frame, code_epoch) as i32;
+    pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
+    pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
@@ -59,6 +75,11 @@ impl Frame {
             ram_base: core::ptr::null_mut(),
             budget_end: 0,
             mem_fault: 0,
+            yield_req: 0,
+            exec_epoch: 0,
+            code_epoch: 0,
+            chain_end: 0,
+            chains: 0,
             exit: None,
         };
         f.refresh(ctx);
@@ -74,7 +95,16 @@ impl Frame {
         self.tlb_write = ctx.cpu.tlb.raw_table(Access::Write);
         self.ram_base = ctx.ram.bytes_mut().as_mut_ptr();
         self.budget_end = ctx.cpu.budget_end;
+        self.chain_end = ctx.cpu.budget_end;
         self.ctx = (ctx as *mut Ctx<'_>).cast();
+        self.sync_epochs(ctx);
+    }
+
+    /// Copy the current execute-TLB and code epochs (after anything that may change them).
+    #[inline]
+    pub fn sync_epochs(&mut self, ctx: &Ctx<'_>) {
+        self.exec_epoch = ctx.cpu.tlb.exec_epoch();
+        self.code_epoch = ctx.ram.code_epoch();
     }
 }
 

@@ -17,7 +17,9 @@ pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) 
     // while compiled code runs (the dispatcher only holds raw pointers across the call).
     let (f, d) = unsafe { (&mut *frame, &*insn) };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
-    match step(ctx, d) {
+    let s = step(ctx, d);
+    f.sync_epochs(ctx);
+    match s {
         Step::Next => ret::NEXT,
         Step::Leave => ret::DISPATCH,
         Step::Stop(r) => {
@@ -37,9 +39,13 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
     let f = unsafe { &mut *frame };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     ctx.ss_operand = info & INFO_SS != 0;
-    match ctx.read(lin, info as u8) {
+    let r = ctx.read(lin, info as u8);
+    f.sync_epochs(ctx);
+    match r {
         Ok(v) => {
             f.mem_fault = 0;
+            // MMIO: the instruction must be the last one before a `Yield` exit.
+            f.yield_req = ctx.cpu.yield_requested as u64;
             v
         }
         Err(e) => {
@@ -51,8 +57,9 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
 }
 
 /// Store the low `info & 0xff` bytes of `val` at linear `lin`. Returns 0, or [`ret::STOP`] on a
-/// fault (exit reason set), or [`ret::DISPATCH`] when the store hit decoded code (the block
-/// must end after this instruction).
+/// fault (exit reason set), or [`ret::DISPATCH`] when the store hit decoded code or a device
+/// (MMIO sets `Cpu::yield_requested`): the block must end after this instruction, and the
+/// dispatcher turns a pending yield request into `ExitReason::Yield`.
 ///
 /// # Safety
 /// `frame` is the live frame of the current run.
@@ -61,10 +68,13 @@ pub unsafe extern "C" fn store(frame: *mut Frame, lin: u64, info: u64, val: u64)
     let f = unsafe { &mut *frame };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     ctx.ss_operand = info & INFO_SS != 0;
-    match ctx.write(lin, info as u8, val) {
+    let r = ctx.write(lin, info as u8, val);
+    f.sync_epochs(ctx);
+    match r {
         Ok(()) => {
-            if ctx.cpu.smc {
+            if ctx.cpu.smc | ctx.cpu.yield_requested {
                 ctx.cpu.smc = false;
+                f.yield_req = ctx.cpu.yield_requested as u64;
                 ret::DISPATCH
             } else {
                 0

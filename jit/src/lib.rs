@@ -7,9 +7,11 @@
 //! Every instruction without a native lowering calls the interpreter's handler through a
 //! trampoline, so the JIT runs everything the interpreter runs. See `docs/jit.md`.
 
+pub mod chain;
 pub mod compiler;
 pub mod engine;
 pub mod frame;
+pub mod fuzzing;
 pub mod helpers;
 pub mod lower;
 pub mod step;

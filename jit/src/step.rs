@@ -1,6 +1,8 @@
 //! One interpreted instruction with the engine contract of `lockstep_interp::Interpreter`
 //! (RIP first, handler, retire, faults, SYSCALL/HLT, partial REP, self-modifying code), used by
 //! the dispatcher's interpreted blocks and by the trampoline that compiled code calls.
+//! Like the interpreter, a completed instruction that set `Cpu::yield_requested` stops the
+//! engine with `ExitReason::Yield` (a fault leaves the request set, as there).
 
 use lockstep_interp::decode::{Block, DecodedInsn};
 use lockstep_interp::{Ctx, ExitReason, Trap};
@@ -11,6 +13,7 @@ pub enum Step {
     Next,
     /// Completed (or stopped part-way, REP) in a way that ends the block: a store hit decoded
     /// code, or a REP string must be re-executed. RIP and `retired` are exact.
+    /// (An instruction that set `Cpu::yield_requested` gives `Stop(Yield)` instead.)
     Leave,
     /// The engine stops.
     Stop(ExitReason),
@@ -24,10 +27,17 @@ pub fn step(ctx: &mut Ctx, d: &DecodedInsn) -> Step {
     match (d.handler)(ctx, &d.ins) {
         Ok(()) => {
             ctx.cpu.retired += 1;
-            if ctx.cpu.smc {
-                // A store hit decoded code: the rest of this block may be stale.
+            if ctx.cpu.smc | ctx.cpu.yield_requested {
+                // A store hit decoded code (the rest of this block may be stale), or the
+                // instruction talked to a device / changed interrupt state: stop right after
+                // it with `Yield`, as the interpreter's run loop does.
                 ctx.cpu.smc = false;
-                Step::Leave
+                if ctx.cpu.yield_requested {
+                    ctx.cpu.yield_requested = false;
+                    Step::Stop(ExitReason::Yield)
+                } else {
+                    Step::Leave
+                }
             } else {
                 Step::Next
             }

@@ -32,7 +32,12 @@ fn loop_matches_interpreter() {
     let code = sum_loop();
     let (m, jit, _) = compare(&code, &[100_000], eager_config(), &|_| {});
     assert_eq!(m.gpr(reg::RAX), 500_500);
-    assert!(jit.stats.compiled_runs > 900, "{:?}", jit.stats);
+    assert!(
+        jit.stats.compiled_runs + jit.stats.chained_runs > 900,
+        "{:?}",
+        jit.stats
+    );
+    assert!(jit.stats.chained_runs > 900, "chaining: {:?}", jit.stats);
     assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
 }
 
@@ -88,4 +93,64 @@ fn calls_push_pop_and_faults() {
     let mut m2 = common::machine(&code, &|_| {});
     let e = m2.run(1000);
     assert!(matches!(e.reason, ExitReason::Exception(_)), "{e:?}");
+}
+
+/// Chained jumps never reach a stale translation: the loop calls `g` (a direct, chained call,
+/// on another page) after `f` has, every 16th iteration, rewritten the immediate inside `g` (a
+/// store into another compiled block's code, in a block that then returns by a chained RET).
+/// Every iteration must see the current immediate, in any budget slicing, with and without
+/// chaining; between patches the loop runs through chained jumps.
+#[test]
+fn chained_jumps_follow_code_writes() {
+    let code = TestMachine::assemble(|a| {
+        let mut f = a.create_label();
+        let mut g = a.create_label();
+        let mut g_imm = a.create_label();
+        let mut top = a.create_label();
+        a.mov(rcx, 300u64)?;
+        a.xor(ebx, ebx)?;
+        a.set_label(&mut top)?;
+        a.call(f)?;
+        a.call(g)?;
+        a.add(rbx, rax)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()?;
+        a.set_label(&mut f)?;
+        let mut skip = a.create_label();
+        a.test(cl, 15)?;
+        a.jnz(skip)?;
+        a.lea(rdx, qword_ptr(g_imm))?;
+        a.mov(byte_ptr(rdx + 1), cl)?; // patch the imm32 of `mov eax, imm32` in g
+        a.set_label(&mut skip)?;
+        a.ret()?;
+        a.db(&[0xcc; 4096])?;
+        a.set_label(&mut g)?;
+        a.nop()?;
+        a.set_label(&mut g_imm)?;
+        a.mov(eax, 0x1234_5600u32)?;
+        a.ret()
+    });
+    let mut imm = 0x1234_5600u64;
+    let mut expect = 0u64;
+    for c in (1..=300u64).rev() {
+        if c % 16 == 0 {
+            imm = 0x1234_5600 | (c & 0xff);
+        }
+        expect += imm;
+    }
+    for chain in [true, false] {
+        let cfg = lockstep_jit::JitConfig {
+            chain,
+            ..eager_config()
+        };
+        let (m, jit, _) = compare(&code, &[1_000_000], cfg.clone(), &|_| {});
+        assert_eq!(m.gpr(reg::RBX), expect, "chain {chain}");
+        if chain {
+            assert!(jit.stats.chained_runs > 0, "{:?}", jit.stats);
+        }
+        let slices: Vec<u64> = (0..2000).map(|i| 1 + (i * 37) % 11).collect();
+        let (m, _, _) = compare(&code, &slices, cfg, &|_| {});
+        assert_eq!(m.gpr(reg::RBX), expect, "chain {chain}, slices");
+    }
 }

@@ -393,7 +393,7 @@ fn run_case(seed: u64, totals: &mut Totals) {
                 jit.stats.last_error
             );
             totals.retired += m.cpu.retired;
-            totals.compiled_runs += jit.stats.compiled_runs;
+            totals.compiled_runs += jit.stats.compiled_runs + jit.stats.chained_runs;
             totals.native_insns += jit.stats.native_insns;
             let key = match exit.reason {
                 lockstep_interp::ExitReason::Exception(f) => f.mnemonic().to_string(),

@@ -1,6 +1,7 @@
 //! `lockstep bench`: runs benchmark programs natively, under `qemu-x86_64` and under
-//! `lockstep user`, and reports wall times (median of N runs), guest instructions, MIPS and
-//! the ratios between the three, all measured in the same invocation.
+//! `lockstep user` with each engine (`--engine interp` and `--engine jit`), and reports wall
+//! times (median of N runs), guest instructions, MIPS per engine, the ratios between them,
+//! and the JIT's compile statistics, all measured in the same invocation.
 //!
 //! The benchmark programs are the C programs of the test suite (tests/programs/, embedded in
 //! the binary by [`programs`]) with bigger inputs; they are built with the host's gcc (or
@@ -47,6 +48,9 @@ pub struct BenchArgs {
     /// Timeout of a single run, in seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Lockstep engines to measure (comma-separated: interp, jit).
+    #[arg(long, default_value = "interp,jit")]
+    pub engines: String,
 }
 
 /// One program to measure.
@@ -64,24 +68,34 @@ struct Row {
     retired: Option<u64>,
     native: Option<f64>,
     qemu: Option<f64>,
-    lockstep: Option<f64>,
+    /// `lockstep user --engine interp` and `--engine jit` wall times.
+    interp: Option<f64>,
+    jit: Option<f64>,
+    /// The JIT's statistics line of the last run (`compiled`, `us/block`, `entries`, `code`,
+    /// `hit-rate`, `chain-rate`, `native`, `compiled-runs`, …).
+    jit_stats: std::collections::BTreeMap<String, f64>,
     /// Problems seen (failed runs, differing output); empty when all is well.
     notes: Vec<String>,
 }
 
 impl Row {
-    fn mips(&self) -> Option<f64> {
-        match (self.retired, self.lockstep) {
+    fn mips(&self, t: Option<f64>) -> Option<f64> {
+        match (self.retired, t) {
             (Some(r), Some(w)) if w > 0.0 => Some(r as f64 / w / 1e6),
             _ => None,
         }
     }
 
-    fn ratio(&self, other: Option<f64>) -> Option<f64> {
-        match (self.lockstep, other) {
-            (Some(l), Some(o)) if o > 0.0 => Some(l / o),
+    /// `a / b` (how many times slower `a` is than `b`).
+    fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+        match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
             _ => None,
         }
+    }
+
+    fn stat(&self, k: &str) -> Option<f64> {
+        self.jit_stats.get(k).copied()
     }
 }
 
@@ -132,7 +146,16 @@ fn bench(args: &BenchArgs) -> Result<Vec<Row>, String> {
     );
     let mut rows = Vec::new();
     for item in &items {
-        let row = measure(item, runs, &lockstep, qemu.as_deref(), &args.seed, timeout);
+        let engines: Vec<&str> = args.engines.split(',').map(str::trim).collect();
+        let row = measure(
+            item,
+            runs,
+            &lockstep,
+            qemu.as_deref(),
+            &args.seed,
+            timeout,
+            &engines,
+        );
         rows.push(row);
     }
     if args.json {
@@ -282,6 +305,7 @@ fn first_stderr_line(o: &Output) -> String {
 
 /// Runs one program `runs` times on each engine (interleaved: native, qemu, lockstep per round,
 /// so that all three see the same machine load) and checks that outputs agree.
+#[allow(clippy::too_many_arguments)]
 fn measure(
     item: &Item,
     runs: usize,
@@ -289,15 +313,20 @@ fn measure(
     qemu: Option<&Path>,
     seed: &str,
     timeout: Duration,
+    engines: &[&str],
 ) -> Row {
     let mut row = Row {
         name: item.name.clone(),
         args: item.guest.args.clone(),
         ..Row::default()
     };
-    let (mut native_t, mut qemu_t, mut lock_t) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut native_t, mut qemu_t) = (Vec::new(), Vec::new());
+    let (mut interp_t, mut jit_t) = (Vec::new(), Vec::new());
     let mut reference: Option<Output> = None;
-    let (mut qemu_ok, mut lock_ok) = (true, true);
+    let mut qemu_ok = true;
+    let mut engine_ok = [engines.contains(&"interp"), engines.contains(&"jit")];
+    // The state hash of the first lockstep run: both engines must reach the same state.
+    let mut hash: Option<String> = None;
     for round in 0..runs {
         eprintln!("lockstep bench: {} round {}/{runs}", item.name, round + 1);
         let native = run::run_native(&item.guest, timeout);
@@ -326,55 +355,77 @@ fn measure(
             }
         }
 
-        if lock_ok {
-            let out = run::run_lockstep(lockstep, seed, &item.guest, timeout);
-            match describe_failure("lockstep", &out) {
-                Some(n) => {
-                    note(&mut row, n);
-                    lock_ok = false;
+        for (ei, engine) in ["interp", "jit"].into_iter().enumerate() {
+            if !engine_ok[ei] {
+                continue;
+            }
+            let what = format!("lockstep --engine {engine}");
+            let env: &[(&str, &str)] = if engine == "jit" {
+                &[("LOCKSTEP_JIT_STATS", "1")]
+            } else {
+                &[]
+            };
+            let out = run::run_lockstep_env(
+                lockstep,
+                &["--engine", engine],
+                env,
+                seed,
+                &item.guest,
+                timeout,
+            );
+            if let Some(n) = describe_failure(&what, &out) {
+                note(&mut row, n);
+                engine_ok[ei] = false;
+                continue;
+            }
+            let out = out.expect("checked above");
+            let (_, stats) = run::split_stats(&out.stderr);
+            let s = match stats {
+                Ok(s) => s,
+                Err(e) => {
+                    let line = first_stderr_line(&out);
+                    note(
+                        &mut row,
+                        format!("{what}: {}: {e}; stderr: {line}", out.exit),
+                    );
+                    engine_ok[ei] = false;
+                    continue;
                 }
-                None => {
-                    let out = out.expect("checked above");
-                    let (_, stats) = run::split_stats(&out.stderr);
-                    match stats {
-                        Err(e) => {
-                            note(
-                                &mut row,
-                                format!(
-                                    "lockstep: {}: {e}; stderr: {}",
-                                    out.exit,
-                                    first_stderr_line(&out)
-                                ),
-                            );
-                            lock_ok = false;
-                        }
-                        Ok(s) => {
-                            if out.stdout != reference.stdout || out.exit != reference.exit {
-                                note(
-                                    &mut row,
-                                    format!(
-                                        "lockstep output differs from native ({} vs {})",
-                                        out.exit, reference.exit
-                                    ),
-                                );
-                            }
-                            if row.retired.is_some_and(|r| r != s.retired) {
-                                note(
-                                    &mut row,
-                                    "lockstep retired count varies between runs".into(),
-                                );
-                            }
-                            row.retired = Some(s.retired);
-                            lock_t.push(out.wall.as_secs_f64());
-                        }
-                    }
+            };
+            if out.stdout != reference.stdout || out.exit != reference.exit {
+                note(
+                    &mut row,
+                    format!(
+                        "{what}: output differs from native ({} vs {})",
+                        out.exit, reference.exit
+                    ),
+                );
+            }
+            if row.retired.is_some_and(|r| r != s.retired) {
+                note(
+                    &mut row,
+                    format!("{what}: retired count differs between runs"),
+                );
+            }
+            if hash.as_ref().is_some_and(|h| *h != s.hash) {
+                note(&mut row, format!("{what}: state hash differs between runs"));
+            }
+            row.retired = Some(s.retired);
+            hash = Some(s.hash);
+            if engine == "jit" {
+                jit_t.push(out.wall.as_secs_f64());
+                if let Some(js) = run::parse_jit_stats(&out.stderr) {
+                    row.jit_stats = js;
                 }
+            } else {
+                interp_t.push(out.wall.as_secs_f64());
             }
         }
     }
     row.native = median(&mut native_t);
     row.qemu = median(&mut qemu_t);
-    row.lockstep = median(&mut lock_t);
+    row.interp = median(&mut interp_t);
+    row.jit = median(&mut jit_t);
     row
 }
 
@@ -401,9 +452,18 @@ fn fmt_count(n: u64) -> String {
     groups.join(",")
 }
 
-fn median_mips(rows: &[Row]) -> Option<f64> {
-    let mut m: Vec<f64> = rows.iter().filter_map(Row::mips).collect();
+fn median_mips(rows: &[Row], t: impl Fn(&Row) -> Option<f64>) -> Option<f64> {
+    let mut m: Vec<f64> = rows.iter().filter_map(|r| r.mips(t(r))).collect();
     median(&mut m)
+}
+
+/// Geometric mean of the values that exist.
+fn geomean(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let xs: Vec<f64> = v.flatten().filter(|x| *x > 0.0).collect();
+    if xs.is_empty() {
+        return None;
+    }
+    Some((xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp())
 }
 
 fn to_table(rows: &[Row], runs: usize, qemu_note: &str) -> String {
@@ -412,22 +472,43 @@ fn to_table(rows: &[Row], runs: usize, qemu_note: &str) -> String {
         "guest insns",
         "native",
         "qemu",
-        "lockstep",
-        "MIPS",
-        "ls/native",
-        "ls/qemu",
+        "interp",
+        "jit",
+        "interp MIPS",
+        "jit MIPS",
+        "jit/native",
+        "qemu/jit",
+        "interp/jit",
+        "blocks",
+        "us/block",
+        "cache",
+        "hit%",
+        "chain%",
     ];
-    let mut cells: Vec<[String; 8]> = Vec::new();
+    let mut cells: Vec<[String; 16]> = Vec::new();
     for r in rows {
+        let cache = match (r.stat("entries"), r.stat("code")) {
+            (Some(e), Some(c)) => format!("{e}/{c}KiB"),
+            _ => "-".into(),
+        };
         cells.push([
             r.name.clone(),
             r.retired.map_or("-".into(), fmt_count),
             fmt_time(r.native),
             fmt_time(r.qemu),
-            fmt_time(r.lockstep),
-            fmt_opt(r.mips(), ""),
-            fmt_opt(r.ratio(r.native), "x"),
-            fmt_opt(r.ratio(r.qemu), "x"),
+            fmt_time(r.interp),
+            fmt_time(r.jit),
+            fmt_opt(r.mips(r.interp), ""),
+            fmt_opt(r.mips(r.jit), ""),
+            fmt_opt(Row::ratio(r.jit, r.native), "x"),
+            fmt_opt(Row::ratio(r.qemu, r.jit), "x"),
+            fmt_opt(Row::ratio(r.interp, r.jit), "x"),
+            r.stat("compiled")
+                .map_or("-".into(), |x| fmt_count(x as u64)),
+            fmt_opt(r.stat("us/block"), ""),
+            cache,
+            fmt_opt(r.stat("hit-rate"), ""),
+            fmt_opt(r.stat("chain-rate"), ""),
         ]);
     }
     let mut width = header.map(str::len);
@@ -452,12 +533,25 @@ fn to_table(rows: &[Row], runs: usize, qemu_note: &str) -> String {
     for c in &cells {
         line(&mut out, c);
     }
-    let counted = rows.iter().filter(|r| r.mips().is_some()).count();
+    let counted =
+        |t: fn(&Row) -> Option<f64>| rows.iter().filter(|r| r.mips(t(r)).is_some()).count();
     let _ = writeln!(
         out,
-        "median MIPS: {} (over {counted} of {} programs)",
-        fmt_opt(median_mips(rows), ""),
-        rows.len()
+        "median MIPS: interp {} (over {} of {n} programs), jit {} (over {} of {n})",
+        fmt_opt(median_mips(rows, |r| r.interp), ""),
+        counted(|r| r.interp),
+        fmt_opt(median_mips(rows, |r| r.jit), ""),
+        counted(|r| r.jit),
+        n = rows.len()
+    );
+    let _ = writeln!(
+        out,
+        "geometric mean: qemu/jit {}, interp/jit {}",
+        fmt_opt(geomean(rows.iter().map(|r| Row::ratio(r.qemu, r.jit))), "x"),
+        fmt_opt(
+            geomean(rows.iter().map(|r| Row::ratio(r.interp, r.jit))),
+            "x"
+        ),
     );
     for r in rows {
         for n in &r.notes {
@@ -501,28 +595,40 @@ fn to_json(rows: &[Row], runs: usize, qemu_note: &str) -> String {
     for (i, r) in rows.iter().enumerate() {
         let args: Vec<String> = r.args.iter().map(|a| json_str(a)).collect();
         let notes: Vec<String> = r.notes.iter().map(|a| json_str(a)).collect();
+        let stats: Vec<String> = r
+            .jit_stats
+            .iter()
+            .map(|(k, v)| format!("{}: {}", json_str(k), json_num(Some(*v))))
+            .collect();
         let _ = write!(
             out,
             "    {{\"name\": {}, \"args\": [{}], \"retired\": {}, \"native_s\": {}, \"qemu_s\": {}, \
-             \"lockstep_s\": {}, \"mips\": {}, \"lockstep_vs_native\": {}, \"lockstep_vs_qemu\": {}, \
+             \"interp_s\": {}, \"jit_s\": {}, \"interp_mips\": {}, \"jit_mips\": {}, \
+             \"jit_vs_native\": {}, \"qemu_vs_jit\": {}, \"interp_vs_jit\": {}, \"jit_stats\": {{{}}}, \
              \"notes\": [{}]}}",
             json_str(&r.name),
             args.join(", "),
             r.retired.map_or("null".into(), |n| n.to_string()),
             json_num(r.native),
             json_num(r.qemu),
-            json_num(r.lockstep),
-            json_num(r.mips()),
-            json_num(r.ratio(r.native)),
-            json_num(r.ratio(r.qemu)),
+            json_num(r.interp),
+            json_num(r.jit),
+            json_num(r.mips(r.interp)),
+            json_num(r.mips(r.jit)),
+            json_num(Row::ratio(r.jit, r.native)),
+            json_num(Row::ratio(r.qemu, r.jit)),
+            json_num(Row::ratio(r.interp, r.jit)),
+            stats.join(", "),
             notes.join(", "),
         );
         out.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
     }
     let _ = writeln!(
         out,
-        "  ],\n  \"median_mips\": {}\n}}",
-        json_num(median_mips(rows))
+        "  ],\n  \"median_interp_mips\": {},\n  \"median_jit_mips\": {},\n  \"geomean_qemu_vs_jit\": {}\n}}",
+        json_num(median_mips(rows, |r| r.interp)),
+        json_num(median_mips(rows, |r| r.jit)),
+        json_num(geomean(rows.iter().map(|r| Row::ratio(r.qemu, r.jit)))),
     );
     out
 }
@@ -546,7 +652,16 @@ mod tests {
                 retired: Some(200_000_000),
                 native: Some(0.01),
                 qemu: Some(0.1),
-                lockstep: Some(2.0),
+                interp: Some(2.0),
+                jit: Some(0.05),
+                jit_stats: [
+                    ("compiled", 120.0),
+                    ("us/block", 80.5),
+                    ("chain-rate", 97.0),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
                 ..Row::default()
             },
             Row {
@@ -557,18 +672,30 @@ mod tests {
         ];
         let t = to_table(&rows, 3, "q");
         assert!(t.contains("200,000,000"), "{t}");
-        assert!(t.contains("100.0"), "{t}"); // MIPS
-        assert!(t.contains("200.0x") && t.contains("20.0x"), "{t}");
+        assert!(t.contains("100.0") && t.contains("4000.0"), "{t}"); // MIPS
         assert!(
-            t.contains("median MIPS: 100.0 (over 1 of 2 programs)"),
+            t.contains("5.0x") && t.contains("2.0x") && t.contains("40.0x"),
+            "{t}"
+        );
+        assert!(
+            t.contains("80.5") && t.contains("97.0") && t.contains("120"),
+            "{t}"
+        );
+        assert!(
+            t.contains("median MIPS: interp 100.0 (over 1 of 2 programs), jit 4000.0"),
+            "{t}"
+        );
+        assert!(
+            t.contains("geometric mean: qemu/jit 2.0x, interp/jit 40.0x"),
             "{t}"
         );
         assert!(t.contains("note: bad: lockstep: exit code 2"), "{t}");
         let j = to_json(&rows, 3, "q");
         assert!(
-            j.contains("\"mips\": 100,") && j.contains("\"median_mips\": 100"),
+            j.contains("\"interp_mips\": 100,") && j.contains("\"median_jit_mips\": 4000"),
             "{j}"
         );
+        assert!(j.contains("\"us/block\": 80.5"), "{j}");
         assert!(j.contains("\"retired\": null"), "{j}");
     }
 

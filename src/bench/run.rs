@@ -78,11 +78,21 @@ impl Guest {
 
 /// Runs `cmd` to completion or until `timeout`, capturing stdout and stderr.
 /// stdin is /dev/null and the environment is empty.
-pub fn run_command(mut cmd: Command, timeout: Duration) -> std::io::Result<Output> {
+pub fn run_command(cmd: Command, timeout: Duration) -> std::io::Result<Output> {
+    run_command_env(cmd, &[], timeout)
+}
+
+/// [`run_command`] with only the variables `env` in the environment.
+pub fn run_command_env(
+    mut cmd: Command,
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> std::io::Result<Output> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env_clear();
+        .env_clear()
+        .envs(env.iter().copied());
     let start = Instant::now();
     let mut child = cmd.spawn()?;
     let mut out_pipe = child.stdout.take().expect("stdout is piped");
@@ -166,13 +176,25 @@ pub fn run_lockstep_with(
     guest: &Guest,
     timeout: Duration,
 ) -> std::io::Result<Output> {
+    run_lockstep_env(lockstep, options, &[], seed, guest, timeout)
+}
+
+/// [`run_lockstep_with`] with extra environment variables (e.g. `LOCKSTEP_JIT_STATS=1`).
+pub fn run_lockstep_env(
+    lockstep: &Path,
+    options: &[&str],
+    env: &[(&str, &str)],
+    seed: &str,
+    guest: &Guest,
+    timeout: Duration,
+) -> std::io::Result<Output> {
     let mut cmd = Command::new(lockstep);
     cmd.args(["user", "--seed", seed, "--stats"])
         .args(options)
         .arg(guest.arg0())
         .args(&guest.args)
         .current_dir(guest.dir());
-    run_command(cmd, timeout)
+    run_command_env(cmd, env, timeout)
 }
 
 /// The `--stats` line: `retired=<n> hash=<16 hex> wall=<s> mips=<x>`.
@@ -234,6 +256,23 @@ pub fn parse_stats(line: &str) -> Result<Stats, String> {
     }
 }
 
+/// The JIT's statistics line (`jit: compiled=… us/block=… …`, printed with
+/// `LOCKSTEP_JIT_STATS=1`) as key/value pairs, units and `%` stripped.
+pub fn parse_jit_stats(stderr: &[u8]) -> Option<std::collections::BTreeMap<String, f64>> {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text.lines().rev().find(|l| l.starts_with("jit: "))?;
+    let mut m = std::collections::BTreeMap::new();
+    for field in line.split_whitespace().skip(1) {
+        if let Some((k, v)) = field.split_once('=') {
+            let v = v.trim_end_matches('%').trim_end_matches("KiB");
+            if let Ok(x) = v.parse::<f64>() {
+                m.insert(k.to_string(), x);
+            }
+        }
+    }
+    Some(m)
+}
+
 /// Finds an executable by name on PATH.
 pub fn which(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -260,6 +299,17 @@ mod tests {
         assert_eq!(s.mips, Some(49.4));
         assert!(parse_stats("retired=1 hash=123").is_err());
         assert!(parse_stats("hash=0000000000000000").is_err());
+    }
+
+    #[test]
+    fn parses_jit_stats_line() {
+        let err = b"guest\nretired=5 hash=0123456789abcdef wall=0.1 mips=1.0\njit: compiled=12 us/block=80.5 code=33KiB hit-rate=99.5% chain-rate=97.0% errors=0\n";
+        let m = parse_jit_stats(err).expect("jit line");
+        assert_eq!(m.get("compiled"), Some(&12.0));
+        assert_eq!(m.get("us/block"), Some(&80.5));
+        assert_eq!(m.get("code"), Some(&33.0));
+        assert_eq!(m.get("chain-rate"), Some(&97.0));
+        assert_eq!(parse_jit_stats(b"retired=5 hash=0123456789abcdef"), None);
     }
 
     #[test]

@@ -240,6 +240,7 @@ impl Lower<'_> {
         self.b.ins().jump(join, &[v.into()]);
 
         self.b.switch_to_block(slow);
+        self.slow_load = true;
         let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
         let f = self.iconst(helpers::load as *const () as u64);
         let frame = self.frame;

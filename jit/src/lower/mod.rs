@@ -33,6 +33,8 @@ pub struct HelperSigs {
     pub load: SigRef,
     pub store: SigRef,
     pub raise: SigRef,
+    /// A compiled block (`tail` convention), for chained jumps.
+    pub block: SigRef,
 }
 
 /// Native-code statistics of one translated block.
@@ -62,11 +64,16 @@ pub struct Lower<'a> {
     /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
     mem_base: Option<(Value, Value, Value)>,
     sigs: HelperSigs,
+    /// Address of the chain table (`crate::chain`).
+    chain_table: u64,
     /// The instruction being lowered.
     ins_ip: u64,
     next_ip: u64,
     /// RIP in memory is already the right value for the next exit (after a trampoline call).
     rip_in_memory: bool,
+    /// The current instruction called the load helper (which may have done MMIO and asked
+    /// for a yield): check `Frame::yield_req` once it has retired.
+    pub slow_load: bool,
     pub stats: LowerStats,
 }
 
@@ -118,6 +125,7 @@ pub fn lower_block(
     block: &Block,
     native: bool,
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
+    chain_table: u64,
     sig_for: impl Fn(&mut FunctionBuilder<'_>) -> HelperSigs,
 ) -> LowerStats {
     let entry = b.create_block();
@@ -147,9 +155,11 @@ pub fn lower_block(
         k: 0,
         mem_base: None,
         sigs,
+        chain_table,
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
+        slow_load: false,
         stats: LowerStats::default(),
     };
     let n = block.insns.len();
@@ -157,6 +167,7 @@ pub fn lower_block(
     for (i, d) in block.insns.iter().enumerate() {
         l.ins_ip = d.ins.ip();
         l.next_ip = d.ins.next_ip();
+        l.slow_load = false;
         let outcome = if native {
             insn::lower(&mut l, d)
         } else {
@@ -166,6 +177,9 @@ pub fn lower_block(
             insn::Outcome::Continue => {
                 l.stats.native += 1;
                 l.rip_in_memory = false;
+                if l.slow_load {
+                    l.yield_exit_if_requested();
+                }
             }
             insn::Outcome::Ended => {
                 l.stats.native += 1;
@@ -179,17 +193,27 @@ pub fn lower_block(
         }
     }
     if !ended {
-        let rip = if l.rip_in_memory {
-            None
+        if !l.rip_in_memory {
+            l.emit_chain_exit(Rip::Const(l.next_ip));
+        } else if block.insns.last().is_some_and(|d| near_indirect(&d.ins)) {
+            // A trampolined near indirect JMP/CALL: the target is in memory; the mode
+            // cannot have changed, so the chain table may be probed with it.
+            let rip = l.b.ins().load(types::I64, host_mem(), l.state, OFF_RIP);
+            l.emit_chain_exit(Rip::Dyn(rip));
         } else {
-            Some(Rip::Const(l.next_ip))
-        };
-        l.emit_exit(rip, ret::DISPATCH);
+            l.emit_exit(None, ret::DISPATCH);
+        }
     }
     l.b.seal_all_blocks();
     let stats = l.stats;
     l.b.finalize(frontend);
     stats
+}
+
+/// A near indirect JMP/CALL through a register or memory in 64-bit mode (cannot change mode).
+fn near_indirect(ins: &iced_x86::Instruction) -> bool {
+    use iced_x86::Code;
+    matches!(ins.code(), Code::Jmp_rm64 | Code::Call_rm64)
 }
 
 /// Where an exit's RIP comes from.
@@ -287,9 +311,89 @@ impl Lower<'_> {
     }
 
     /// End the block here: the current instruction is complete (counted in `k`), continue at
-    /// `rip`.
+    /// `rip` — in the next block directly when the chain table allows it.
     pub fn end_block(&mut self, rip: Rip) {
-        self.emit_exit(Some(rip), ret::DISPATCH);
+        self.emit_chain_exit(rip);
+    }
+
+    /// A normal block exit to `rip` (in the current block): write everything back, then jump
+    /// to the compiled block for `rip` if the chain table has a valid one whose length fits in
+    /// the budget (see `crate::chain`), else return [`ret::DISPATCH`].
+    fn emit_chain_exit(&mut self, rip: Rip) {
+        use crate::chain;
+        for i in 0..16 {
+            if self.dirty & (1 << i) != 0 {
+                let v = self.b.use_var(self.vars[i]);
+                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+            }
+        }
+        if let Some(f) = self.flags_value() {
+            self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+        }
+        let target = match rip {
+            Rip::Const(r) => self.iconst(r),
+            Rip::Dyn(v) => v,
+        };
+        self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
+        let r = self.b.use_var(self.ret_var);
+        let r = if self.k != 0 {
+            let r = self.b.ins().iadd_imm_s(r, self.k);
+            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+            r
+        } else {
+            r
+        };
+        // The entry for the target.
+        let e = match rip {
+            Rip::Const(t) => {
+                self.iconst(self.chain_table + chain::slot(t) as u64 * chain::ENTRY_BYTES as u64)
+            }
+            Rip::Dyn(v) => {
+                let h = self.b.ins().imul_imm_s(v, chain::HASH_MUL as i64);
+                let idx = self.b.ins().ushr_imm_s(h, chain::HASH_SHIFT as i64);
+                let off = self.b.ins().imul_imm_s(idx, chain::ENTRY_BYTES);
+                let base = self.iconst(self.chain_table);
+                self.b.ins().iadd(base, off)
+            }
+        };
+        let f = self.frame;
+        let ld =
+            |l: &mut Self, base: Value, off: i32| l.b.ins().load(types::I64, host_mem(), base, off);
+        let e_rip = ld(self, e, chain::OFF_RIP);
+        let ok = self.b.ins().icmp(IntCC::Equal, e_rip, target);
+        let a = ld(self, e, chain::OFF_EXEC_EPOCH);
+        let b = ld(self, f, Frame::OFF_EXEC_EPOCH);
+        let c = self.b.ins().icmp(IntCC::Equal, a, b);
+        let ok = self.b.ins().band(ok, c);
+        let a = ld(self, e, chain::OFF_CODE_EPOCH);
+        let b = ld(self, f, Frame::OFF_CODE_EPOCH);
+        let c = self.b.ins().icmp(IntCC::Equal, a, b);
+        let ok = self.b.ins().band(ok, c);
+        let len = ld(self, e, chain::OFF_LEN);
+        let end = self.b.ins().iadd(r, len);
+        let lim = ld(self, f, Frame::OFF_CHAIN_END);
+        let c = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
+        let ok = self.b.ins().band(ok, c);
+        let y = ld(self, f, Frame::OFF_YIELD_REQ);
+        let c = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+        let ok = self.b.ins().band(ok, c);
+        let hop = self.b.create_block();
+        let back = self.b.create_block();
+        self.b.ins().brif(ok, hop, &[], back, &[]);
+        self.b.seal_block(hop);
+        self.b.seal_block(back);
+        self.b.switch_to_block(hop);
+        let n = ld(self, f, Frame::OFF_CHAINS);
+        let n = self.b.ins().iadd_imm_s(n, 1);
+        self.b.ins().store(host_mem(), n, f, Frame::OFF_CHAINS);
+        let func = ld(self, e, chain::OFF_FUNC);
+        let st = self.state;
+        self.b
+            .ins()
+            .return_call_indirect(self.sigs.block, func, &[st, f]);
+        self.b.switch_to_block(back);
+        let code = self.b.ins().iconst(types::I32, ret::DISPATCH as i64);
+        self.b.ins().return_(&[code]);
     }
 
     /// Count the current instruction as retired (after its last fallible step).
@@ -303,6 +407,19 @@ impl Lower<'_> {
         let next = self.next_ip;
         let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
         self.side_exit_if(c, Some(Rip::Const(next)), None, ret::DISPATCH);
+    }
+
+    /// After a retired instruction whose load went through the helper: if that access asked
+    /// for a yield (MMIO), leave the block with RIP at the next instruction; the dispatcher
+    /// turns the pending `Cpu::yield_requested` into `ExitReason::Yield`. (Stores report it
+    /// through their status, branches through their normal exit.)
+    fn yield_exit_if_requested(&mut self) {
+        let y = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_YIELD_REQ);
+        let next = self.next_ip;
+        self.side_exit_if(y, Some(Rip::Const(next)), None, ret::DISPATCH);
     }
 
     // ----- the trampoline -----

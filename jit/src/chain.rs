@@ -1,0 +1,98 @@
+//! Block chaining: a direct-mapped table, keyed by guest RIP, of compiled blocks that compiled
+//! code may jump to directly (a `tail` call) instead of returning to the dispatcher.
+//!
+//! An entry is written by the dispatcher each time it runs a compiled block, with the execute
+//! TLB and code epochs at which it validated the block (`Tlb::exec_epoch`, `GuestRam::code_epoch`).
+//! A block exit with a known target (direct branches and fall-through: the slot index is a
+//! compile-time constant; RET and near indirect JMP/CALL: hashed at run time) jumps to the
+//! entry's function only if the entry's RIP is the target, both epochs still equal the current
+//! ones (so the dispatcher would find the same translation and the same, still valid, code),
+//! no yield is pending, and the remaining budget covers the target block's whole length.
+//! Otherwise it returns to the dispatcher. The table is cleared whenever the module is freed.
+
+/// One chain-table entry (`#[repr(C)]`: compiled code reads it by offset).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ChainEntry {
+    /// Guest RIP of the block (`u64::MAX`: empty; never a valid, canonical target).
+    pub rip: u64,
+    /// Entry address of the compiled block (`tail` convention).
+    pub func: u64,
+    /// Instructions in the block.
+    pub len: u64,
+    /// Execute-TLB and code epochs at which the dispatcher found the block valid.
+    pub exec_epoch: u64,
+    pub code_epoch: u64,
+}
+
+pub const EMPTY: ChainEntry = ChainEntry {
+    rip: u64::MAX,
+    func: 0,
+    len: u64::MAX,
+    exec_epoch: 0,
+    code_epoch: 0,
+};
+
+/// Entries in the table (a power of two).
+pub const ENTRIES: usize = 1 << 13;
+pub const ENTRY_BYTES: i64 = core::mem::size_of::<ChainEntry>() as i64;
+pub const OFF_RIP: i32 = core::mem::offset_of!(ChainEntry, rip) as i32;
+pub const OFF_FUNC: i32 = core::mem::offset_of!(ChainEntry, func) as i32;
+pub const OFF_LEN: i32 = core::mem::offset_of!(ChainEntry, len) as i32;
+pub const OFF_EXEC_EPOCH: i32 = core::mem::offset_of!(ChainEntry, exec_epoch) as i32;
+pub const OFF_CODE_EPOCH: i32 = core::mem::offset_of!(ChainEntry, code_epoch) as i32;
+
+/// Multiplier of the RIP hash (Fibonacci hashing).
+pub const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Shift that keeps the top bits of the product as the index.
+pub const HASH_SHIFT: u32 = 64 - ENTRIES.trailing_zeros();
+
+/// Slot of `rip` (compiled code computes the same for dynamic targets).
+#[inline]
+pub fn slot(rip: u64) -> usize {
+    (rip.wrapping_mul(HASH_MUL) >> HASH_SHIFT) as usize
+}
+
+/// The table: boxed, so its address (baked into compiled code) never moves.
+pub struct ChainTable {
+    pub entries: Box<[ChainEntry]>,
+}
+
+impl Default for ChainTable {
+    fn default() -> Self {
+        ChainTable {
+            entries: vec![EMPTY; ENTRIES].into_boxed_slice(),
+        }
+    }
+}
+
+impl ChainTable {
+    pub fn addr(&self) -> u64 {
+        self.entries.as_ptr() as u64
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.fill(EMPTY);
+    }
+
+    pub fn set(&mut self, e: ChainEntry) {
+        self.entries[slot(e.rip)] = e;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_in_range_and_spread() {
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..1000u64 {
+            let s = slot(0x40_1000 + i * 16);
+            assert!(s < ENTRIES);
+            seen.insert(s);
+        }
+        assert!(seen.len() > 900, "{}", seen.len());
+        assert_eq!(slot(u64::MAX), slot(u64::MAX));
+    }
+}
