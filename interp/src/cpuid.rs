@@ -182,8 +182,10 @@ fn xstate_leaf(subleaf: u32, os: OsState) -> CpuidResult {
             xsave::MAX_SIZE as u32,
             0,
         ),
-        // EBX (size for XCR0 | IA32_XSS) is 0: there is no XSAVES and no IA32_XSS.
-        1 => r(LEAFD1_EAX, 0, 0, 0),
+        // EBX: size of the area for XCR0 | IA32_XSS in the compacted format. There is no
+        // IA32_XSS (no XSAVES) and no component needs 64-byte alignment, so it equals the
+        // standard size for XCR0 (Linux sizes its XSAVEC buffers from it).
+        1 => r(LEAFD1_EAX, xsave::area_size(os.xcr0), 0, 0),
         // AVX: 256 bytes at offset 576; user state, no 64-byte alignment in compacted form.
         2 => r(256, xsave::AVX_OFFSET as u32, 0, 0),
         _ => r(0, 0, 0, 0),

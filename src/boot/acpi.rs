@@ -96,8 +96,11 @@ fn fadt(dsdt: u64, facs: u64) -> Vec<u8> {
     t[96..98].copy_from_slice(&101u16.to_le_bytes()); // C2 not supported
     t[98..100].copy_from_slice(&1001u16.to_le_bytes()); // C3 not supported
     t[108] = 0x32; // CMOS century register
-                   // IAPC_BOOT_ARCH: legacy devices, 8042 present, VGA not present, MSI not supported.
-    t[109..111].copy_from_slice(&0b1111u16.to_le_bytes());
+                   // IAPC_BOOT_ARCH: legacy devices, VGA not present, MSI not supported. The 8042 flag is
+                   // clear: the machine's i8042 serves only the reset line and has no keyboard or mouse
+                   // behind it, and a kernel that probes those ports waits on command timeouts (Linux's
+                   // atkbd/psmouse probes stall shutdown by many seconds of virtual time).
+    t[109..111].copy_from_slice(&0b1101u16.to_le_bytes());
     // Flags: WBINVD, PROC_C1, PWR_BUTTON and SLP_BUTTON absent (control method / none),
     // RESET_REG_SUP. TMR_VAL_EXT stays clear: the PM timer is 24 bits wide.
     let flags: u32 = 1 | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 10);
@@ -109,7 +112,7 @@ fn fadt(dsdt: u64, facs: u64) -> Vec<u8> {
     put_u64(&mut t, 140, dsdt);
     t[148..160].copy_from_slice(&gas_io(PM1A_EVT, 32, 2));
     t[172..184].copy_from_slice(&gas_io(PM1A_CNT, 16, 2));
-    t[208..220].copy_from_slice(&gas_io(PM_TMR, 24, 3));
+    t[208..220].copy_from_slice(&gas_io(PM_TMR, 32, 3));
     finish(t)
 }
 

@@ -225,8 +225,10 @@ impl Machine {
                     self.stats.interrupts += 1;
                     if self.config.trace.interrupts {
                         eprintln!(
-                            "lockstep: trace: interrupt vector {v:#x} at {:#x} (retired {})",
-                            self.cpu.state.rip, self.cpu.retired
+                            "lockstep: trace: interrupt vector {v:#x} at {:#x} (retired {}, virtual {} ns)",
+                            self.cpu.state.rip,
+                            self.cpu.retired,
+                            self.plat.ns_at(self.cpu.retired)
                         );
                     }
                     self.cpu.state.halted = false;
@@ -241,7 +243,10 @@ impl Machine {
                 // Idle: jump virtual time to the next device deadline.
                 match self.insns_to_next_event() {
                     Some(n) if if_set => {
+                        // The TSC keeps counting while the CPU is halted.
                         self.plat.idle_insns += n;
+                        let m = &mut self.cpu.state.msr;
+                        m.tsc_offset = m.tsc_offset.wrapping_add(n);
                         continue;
                     }
                     _ => {

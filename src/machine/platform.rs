@@ -19,6 +19,8 @@ pub const UART_IRQ: u8 = 4;
 pub const RTC_IRQ: u8 = 8;
 pub const LAPIC_MMIO: u64 = acpi::LAPIC_BASE as u64;
 pub const IOAPIC_MMIO: u64 = acpi::IOAPIC_BASE as u64;
+const APIC_BASE_MSR: u32 = 0x1b;
+const TSC_DEADLINE_MSR: u32 = 0x6e0;
 /// Virtual TSC frequency (1 instruction = 1 ns by default: 1 GHz).
 pub const TSC_HZ: u64 = 1_000_000_000;
 
@@ -282,14 +284,44 @@ impl Bus for Platform {
         self.route();
     }
 
+    /// The CPU hands over IA32_TSC_DEADLINE in retired-instruction units (TSC minus its
+    /// offset); the local APIC keeps deadlines in its own TSC-tick domain, which at
+    /// [`TSC_HZ`] = 1 GHz is virtual nanoseconds.
     fn msr_read(&mut self, msr: u32) -> Option<u64> {
         let now = self.now;
-        self.lapic.msr_read(msr, now)
+        match msr {
+            TSC_DEADLINE_MSR => {
+                let d = self.lapic.tsc_deadline();
+                Some(if d == 0 {
+                    0
+                } else {
+                    (d / self.ns_per_insn)
+                        .saturating_sub(self.idle_insns)
+                        .max(1)
+                })
+            }
+            _ => self.lapic.msr_read(msr, now),
+        }
     }
 
     fn msr_write(&mut self, msr: u32, value: u64) -> bool {
         let now = self.now;
-        let r = self.lapic.msr_write(msr, value, now);
+        let r = match msr {
+            APIC_BASE_MSR => {
+                self.lapic.set_apic_base_msr(value);
+                true
+            }
+            TSC_DEADLINE_MSR => {
+                let ns = if value == 0 {
+                    0
+                } else {
+                    self.ns_at(value).max(1)
+                };
+                self.lapic.set_tsc_deadline(ns, now);
+                true
+            }
+            _ => self.lapic.msr_write(msr, value, now),
+        };
         self.route();
         r
     }

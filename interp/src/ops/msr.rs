@@ -94,6 +94,11 @@ fn check_cpl0(x: &Ctx) -> Result<(), Fault> {
     Ok(())
 }
 
+/// Microcode revision reported in IA32_BIOS_SIGN_ID[63:32]: the last one Intel shipped for
+/// the advertised Skylake signature (06-5e-03), so kernels apply no errata workarounds that
+/// depend on old microcode (Linux disables the TSC-deadline timer below 0xb2).
+pub const MICROCODE_REVISION: u64 = 0xf0;
+
 /// RDMSR: EDX:EAX = MSR[ECX] (upper halves of RAX/RDX cleared).
 fn rdmsr(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
@@ -187,7 +192,7 @@ pub fn read_msr(x: &Ctx, index: u32) -> Result<u64, Fault> {
         num::APIC_BASE => m.apic_base,
         num::FEATURE_CONTROL => FEATURE_CONTROL_VALUE,
         // Microcode revision (bits 63:32) 0: no microcode.
-        num::BIOS_SIGN_ID => 0,
+        num::BIOS_SIGN_ID => MICROCODE_REVISION << 32,
         num::PLATFORM_INFO => PLATFORM_INFO_VALUE,
         num::MTRRCAP => MTRRCAP_VALUE,
         num::SYSENTER_CS => m.sysenter_cs,
