@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod boot;
+pub mod bootbench;
 pub mod devices;
 pub mod difftest;
 pub mod initramfs;

@@ -33,6 +33,8 @@ enum Cmd {
     Bench(lockstep::bench::BenchArgs),
     /// Build a reproducible busybox initramfs whose /init runs a script and powers off.
     Mkinitramfs(lockstep::initramfs::MkInitramfsArgs),
+    /// Time a Linux boot to the userspace marker: Lockstep vs qemu-system-x86_64 (TCG, icount).
+    BenchBoot(lockstep::bootbench::BenchBootArgs),
 }
 
 fn main() {
@@ -43,6 +45,7 @@ fn main() {
         Some(Cmd::Difftest(a)) => lockstep::difftest::main(a),
         Some(Cmd::Bench(a)) => lockstep::bench::main(a),
         Some(Cmd::Mkinitramfs(a)) => lockstep::initramfs::main(a),
+        Some(Cmd::BenchBoot(a)) => lockstep::bootbench::main(a),
     };
     std::process::exit(code);
 }

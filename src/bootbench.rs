@@ -1,0 +1,149 @@
+//! `lockstep bench-boot`: wall time from start to the userspace marker for a kernel + initrd, Lockstep (interpreter, JIT) beside qemu-system-x86_64 TCG with and without `-icount shift=0,sleep=off`, medians of several runs in one invocation.
+
+use crate::initramfs::USERSPACE_MARKER;
+use clap::Args;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct BenchBootArgs {
+    /// Kernel (bzImage).
+    #[arg(long)]
+    pub kernel: PathBuf,
+    /// Initrd whose /init prints the userspace marker (see `lockstep mkinitramfs`).
+    #[arg(long)]
+    pub initrd: PathBuf,
+    /// Runs per configuration (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Guest RAM in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub ram_mb: u64,
+    /// Give up on a run after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Skip the QEMU configurations.
+    #[arg(long)]
+    pub no_qemu: bool,
+}
+
+const APPEND: &str = "console=ttyS0 panic=-1";
+
+/// Seconds until a line containing the marker appeared on stdout, or None.
+fn time_to_marker(mut cmd: Command, timeout: Duration) -> Option<f64> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .ok()?;
+    let out = child.stdout.take()?;
+    let mut found = None;
+    for line in BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        if line.contains(USERSPACE_MARKER) {
+            found = Some(start.elapsed().as_secs_f64());
+            break;
+        }
+        if start.elapsed() > timeout {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    found
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Some(v[v.len() / 2])
+}
+
+pub fn main(a: BenchBootArgs) -> i32 {
+    let me = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("lockstep: cannot find my own executable: {e}");
+            return 2;
+        }
+    };
+    for p in [&a.kernel, &a.initrd] {
+        if !p.exists() {
+            eprintln!("lockstep: {} does not exist", p.display());
+            return 2;
+        }
+    }
+    let ram = a.ram_mb.to_string();
+    let mut configs: Vec<(String, Box<dyn Fn() -> Command>)> = Vec::new();
+    for engine in ["interp", "jit"] {
+        let (me, k, i, ram) = (me.clone(), a.kernel.clone(), a.initrd.clone(), ram.clone());
+        configs.push((
+            format!("lockstep --engine {engine}"),
+            Box::new(move || {
+                let mut c = Command::new(&me);
+                c.arg("--boot").arg(&k).arg("--initrd").arg(&i);
+                c.args(["--append", APPEND, "--ram-mb", &ram, "--engine", engine]);
+                c
+            }),
+        ));
+    }
+    if !a.no_qemu {
+        for icount in [false, true] {
+            let (k, i, ram) = (a.kernel.clone(), a.initrd.clone(), ram.clone());
+            configs.push((
+                if icount {
+                    "qemu-system-x86_64 TCG -icount shift=0,sleep=off".to_string()
+                } else {
+                    "qemu-system-x86_64 TCG".to_string()
+                },
+                Box::new(move || {
+                    let mut c = Command::new("qemu-system-x86_64");
+                    c.args(["-M", "pc", "-m", &ram, "-display", "none", "-no-reboot"]);
+                    c.args(["-serial", "stdio", "-kernel"]).arg(&k);
+                    c.arg("-initrd").arg(&i).args(["-append", APPEND]);
+                    if icount {
+                        c.args(["-icount", "shift=0,sleep=off"]);
+                    }
+                    c
+                }),
+            ));
+        }
+    }
+    let timeout = Duration::from_secs(a.timeout);
+    let mut results = Vec::new();
+    for (name, make) in &configs {
+        let mut times = Vec::new();
+        for r in 0..a.runs {
+            match time_to_marker(make(), timeout) {
+                Some(t) => {
+                    eprintln!("  {name}: run {} {:.2} s", r + 1, t);
+                    times.push(t);
+                }
+                None => eprintln!("  {name}: run {} did not reach the marker", r + 1),
+            }
+        }
+        results.push((name.clone(), median(times)));
+    }
+    let base = results
+        .iter()
+        .find(|(n, _)| n.contains("icount"))
+        .and_then(|(_, t)| *t);
+    println!("| configuration | median seconds to userspace marker | vs QEMU icount |");
+    println!("|---|---:|---:|");
+    for (name, t) in &results {
+        match t {
+            Some(t) => println!(
+                "| {name} | {t:.2} | {} |",
+                base.map(|b| format!("{:.2}x", b / t)).unwrap_or_else(|| "-".into())
+            ),
+            None => println!("| {name} | did not reach the marker | - |"),
+        }
+    }
+    0
+}
