@@ -302,3 +302,98 @@ fn segment_faults_are_precise() {
     assert_eq!(m.cpu.state.gpr[reg::RBX], 0x1234);
     assert_eq!(m.ram.bytes()[0x20000..0x20004], [0, 0, 0, 0]);
 }
+
+// ----- CS limit on instruction fetch -----
+
+use super::tests::{asm, CODE};
+use crate::cpu::ExitReason;
+use crate::state::sreg;
+
+/// `nop; nop; nop; mov eax, 0x12345678 (5 bytes); hlt` at CODE with CS.limit = CODE + `end`.
+fn limit_machine(end: u64) -> SysMachine {
+    let mut m = pm_machine();
+    let code = asm(32, CODE, |a| {
+        a.nop()?;
+        a.nop()?;
+        a.nop()?;
+        a.mov(eax, 0x1234_5678u32)?;
+        a.hlt()
+    });
+    assert_eq!(code.len(), 9);
+    m.load(CODE, &code);
+    m.cpu.state.seg[sreg::CS].limit = (CODE + end) as u32;
+    m
+}
+
+#[test]
+fn fetch_stops_at_the_cs_limit() {
+    // The MOV (bytes 3..=7) crosses a limit at byte 5: three NOPs retire, #GP(0) at the MOV.
+    let mut m = limit_machine(5);
+    let e = m.run(100);
+    assert_eq!(e.reason, ExitReason::Exception(Fault::GP0));
+    assert_eq!(e.retired, 3);
+    assert_eq!(m.cpu.state.rip, CODE + 3);
+    assert_eq!(m.cpu.state.gpr[reg::RAX], 0);
+    // A MOV ending exactly at the limit runs; the HLT after it is beyond: #GP(0) there.
+    let mut m = limit_machine(7);
+    let e = m.run(100);
+    assert_eq!(e.reason, ExitReason::Exception(Fault::GP0));
+    assert_eq!(e.retired, 4);
+    assert_eq!(m.cpu.state.rip, CODE + 8);
+    assert_eq!(m.cpu.state.gpr[reg::RAX], 0x1234_5678);
+    // RIP beyond the limit faults before anything is fetched.
+    let mut m = limit_machine(7);
+    m.cpu.state.rip = CODE + 0x100;
+    let e = m.run(100);
+    assert_eq!(e.reason, ExitReason::Exception(Fault::GP0));
+    assert_eq!(e.retired, 0);
+}
+
+/// The same code runs to the HLT with a large limit, faults after the limit shrinks, and runs
+/// again once it grows: decoded blocks are keyed by the CS-limit window.
+#[test]
+fn cached_blocks_follow_the_cs_limit() {
+    let mut m = limit_machine(8);
+    for (end, want) in [
+        (8, ExitReason::Halt),
+        (5, ExitReason::Exception(Fault::GP0)),
+    ] {
+        for _ in 0..2 {
+            m.cpu.state.seg[sreg::CS].limit = (CODE + end) as u32;
+            m.cpu.state.rip = CODE;
+            m.cpu.state.halted = false;
+            assert_eq!(m.run(100).reason, want, "limit CODE+{end}");
+        }
+    }
+    m.cpu.state.seg[sreg::CS].limit = 0xffff_ffff;
+    m.cpu.state.rip = CODE;
+    assert_eq!(m.run(100).reason, ExitReason::Halt);
+}
+
+/// An instruction crossing a CS limit at the end of RAM raises #GP(0): the bytes beyond the
+/// limit are never fetched.
+#[test]
+fn crossing_the_limit_at_the_end_of_ram_is_gp() {
+    let mut m = pm_machine();
+    let top = (4u64 << 20) - 2;
+    m.load(top, &[0xb8, 0x78]); // mov eax, imm32 (3 more bytes beyond the limit)
+    m.cpu.state.seg[sreg::CS].limit = ((4u32 << 20) - 1) as u32;
+    m.cpu.state.rip = top;
+    let e = m.run(100);
+    assert_eq!(e.reason, ExitReason::Exception(Fault::GP0));
+    assert_eq!(m.cpu.state.rip, top);
+}
+
+/// Real mode: an instruction wrapping past IP 0xffff (limit 0xffff) is #GP(0).
+#[test]
+fn real_mode_fetch_past_0xffff_is_gp() {
+    let mut m = SysMachine::new(4);
+    m.deliver_exceptions = false;
+    m.start_real(0x1000, 0xfffd);
+    // nop at 0xfffd; mov ax, 0x1234 (B8 34 12) at 0xfffe runs past 0xffff.
+    m.load(0x1fffd, &[0x90, 0xb8, 0x34]);
+    let e = m.run(100);
+    assert_eq!(e.reason, ExitReason::Exception(Fault::GP0));
+    assert_eq!(e.retired, 1);
+    assert_eq!(m.cpu.state.rip, 0xfffe);
+}
