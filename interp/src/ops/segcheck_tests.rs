@@ -397,3 +397,21 @@ fn real_mode_fetch_past_0xffff_is_gp() {
     assert_eq!(e.retired, 1);
     assert_eq!(m.cpu.state.rip, 0xfffe);
 }
+
+#[test]
+fn xlat_checks_the_segment() {
+    expect(
+        "xlat beyond ES",
+        |a| {
+            a.mov(ebx, 0xfff)?;
+            a.mov(eax, 1)?;
+            a.db(&[0x26, 0xd7]) // es xlatb
+        },
+        Fault::GP0,
+    );
+    expect_ok("xlat at the limit", |a| {
+        a.mov(ebx, 0xffe)?;
+        a.mov(eax, 1)?;
+        a.db(&[0x26, 0xd7])
+    });
+}
