@@ -61,7 +61,7 @@ impl Reader<'_> {
     }
     /// True with probability 1/`n`.
     fn one_in(&mut self, n: u8) -> bool {
-        self.u8() % n.max(1) == 0
+        self.u8().is_multiple_of(n.max(1))
     }
 }
 
@@ -195,15 +195,15 @@ fn build(m: &mut SysMachine, r: &mut Reader, code: &[u8]) {
                 st.cr4 |= ctl::CR4_PAE;
                 st.cr0 |= ctl::CR0_PG;
                 st.cr3 = PT;
-                m.load(PT, &(PT + 0x1000 | 1).to_le_bytes());
+                m.load(PT, &((PT + 0x1000) | 1).to_le_bytes());
                 m.load(PT + 0x1000, &0x87u64.to_le_bytes());
                 m.load(PT + 0x1008, &0x20_0087u64.to_le_bytes());
             }
         }
         5 | 6 => {
             // 4-level paging: PML4 -> PDPT -> PD with two 2 MiB pages.
-            m.load(PT, &(PT + 0x1000 | 7).to_le_bytes());
-            m.load(PT + 0x1000, &(PT + 0x2000 | 7).to_le_bytes());
+            m.load(PT, &((PT + 0x1000) | 7).to_le_bytes());
+            m.load(PT + 0x1000, &((PT + 0x2000) | 7).to_le_bytes());
             m.load(PT + 0x2000, &0x87u64.to_le_bytes());
             m.load(PT + 0x2008, &0x20_0087u64.to_le_bytes());
             m.start_long(PT, CODE);
@@ -345,7 +345,7 @@ fn build(m: &mut SysMachine, r: &mut Reader, code: &[u8]) {
     }
     // Corrupt the paging structures a little.
     for _ in 0..r.u8() % 4 {
-        let at = PT + (r.u16() as u64 % 0x3000 & !7);
+        let at = PT + ((r.u16() as u64 % 0x3000) & !7);
         let v = if r.one_in(2) {
             r.u64()
         } else {

@@ -377,7 +377,7 @@ fn crossing_the_limit_at_the_end_of_ram_is_gp() {
     let mut m = pm_machine();
     let top = (4u64 << 20) - 2;
     m.load(top, &[0xb8, 0x78]); // mov eax, imm32 (3 more bytes beyond the limit)
-    m.cpu.state.seg[sreg::CS].limit = ((4u32 << 20) - 1) as u32;
+    m.cpu.state.seg[sreg::CS].limit = (4u32 << 20) - 1;
     m.cpu.state.rip = top;
     let e = m.run(100);
     assert_eq!(e.reason, ExitReason::Exception(Fault::GP0));
