@@ -5,7 +5,7 @@
 //! delivery and random external interrupts. Any architectural outcome is fine (faults, triple
 //! faults, shutdowns); a host panic or unbounded host memory is the bug.
 
-use crate::cpu::{ExitReason, Interpreter};
+use crate::cpu::{Engine, ExitReason, Interpreter};
 use crate::interrupt::Event;
 use crate::state::{ctl, flags, sreg, Segment};
 use crate::testkit_sys::SysMachine;
@@ -104,6 +104,11 @@ fn template_gdt() -> [u64; 10] {
 /// Run one case from arbitrary bytes: the first two bytes give the setup length (at most
 /// 1023), then the setup bytes, then the code (at most 4 KiB).
 pub fn fuzz_sys_exec(data: &[u8]) -> SysFuzzOutcome {
+    fuzz_sys_exec_with(data, &mut Interpreter)
+}
+
+/// [`fuzz_sys_exec`] on any engine (the cargo-fuzz target also runs the JIT).
+pub fn fuzz_sys_exec_with(data: &[u8], engine: &mut dyn Engine) -> SysFuzzOutcome {
     let head = data.len().min(2);
     let setup_len = (u16::from_le_bytes([
         data.first().copied().unwrap_or(0),
@@ -115,7 +120,7 @@ pub fn fuzz_sys_exec(data: &[u8]) -> SysFuzzOutcome {
     let mut r = Reader { d: setup, pos: 0 };
     let mut m = SysMachine::new(RAM_MB);
     build(&mut m, &mut r, code);
-    run(&mut m, &mut r)
+    run(&mut m, &mut r, engine)
 }
 
 /// Build the random system state.
@@ -357,13 +362,13 @@ fn build(m: &mut SysMachine, r: &mut Reader, code: &[u8]) {
 }
 
 /// Run the case: exceptions delivered, random external interrupts offered at yields and HLT.
-fn run(m: &mut SysMachine, r: &mut Reader) -> SysFuzzOutcome {
+fn run(m: &mut SysMachine, r: &mut Reader, engine: &mut dyn Engine) -> SysFuzzOutcome {
     let mut calls = 0;
     let mut shutdown = None;
     let end = m.cpu.retired + SYS_FUZZ_BUDGET;
     while m.cpu.retired < end && calls < MAX_CALLS && m.bus.exit_code.is_none() {
         calls += 1;
-        let e = m.run_with(&mut Interpreter, end - m.cpu.retired);
+        let e = m.run_with(engine, end - m.cpu.retired);
         let ev = match e.reason {
             ExitReason::Exception(f) => Some(Event::from_fault(f)),
             ExitReason::Halt | ExitReason::Yield => {
