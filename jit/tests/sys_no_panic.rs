@@ -30,3 +30,37 @@ fn random_system_state_never_panics_the_jit() {
         assert!(out.retired <= SYS_FUZZ_BUDGET, "case {case}");
     }
 }
+
+/// The CS limit on instruction fetch, on the JIT: the instruction crossing the limit raises
+/// #GP(0) with the instructions before it retired, and a later larger limit runs the same
+/// code to its end (the JIT's block cache is keyed by the limit window too).
+#[test]
+fn jit_stops_at_the_cs_limit() {
+    use lockstep_interp::state::sreg;
+    use lockstep_interp::testkit_sys::SysMachine;
+    use lockstep_interp::{ExitReason, Fault};
+    const CODE: u64 = 0x10000;
+    // nop; nop; nop; mov eax, 0x12345678; hlt (32-bit code)
+    let code = [0x90, 0x90, 0x90, 0xb8, 0x78, 0x56, 0x34, 0x12, 0xf4];
+    let mut m = SysMachine::new(4);
+    m.load(CODE, &code);
+    m.start_protected_flat(CODE as u32);
+    let mut jit = Jit::new(jit_config(0));
+    for round in 0..6 {
+        let short = round % 2 == 1;
+        m.cpu.state.seg[sreg::CS].limit = (CODE + if short { 5 } else { 8 }) as u32;
+        m.cpu.state.rip = CODE;
+        m.cpu.state.gpr[0] = 0;
+        m.cpu.state.halted = false;
+        let e = m.run_with(&mut jit, 100);
+        if short {
+            assert_eq!(e.reason, ExitReason::Exception(Fault::GP0), "round {round}");
+            assert_eq!(e.retired, 3);
+            assert_eq!(m.cpu.state.rip, CODE + 3);
+            assert_eq!(m.cpu.state.gpr[0], 0);
+        } else {
+            assert_eq!(e.reason, ExitReason::Halt, "round {round}");
+            assert_eq!(m.cpu.state.gpr[0], 0x1234_5678);
+        }
+    }
+}
