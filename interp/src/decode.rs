@@ -59,12 +59,50 @@ impl Block {
 }
 
 /// Cache key: the block's physical address, its linear RIP (decoded RIP-relative operands and
-/// branch targets depend on it) and the decode mode.
+/// branch targets depend on it), the decode mode and the CS-limit window.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct BlockKey {
     pub phys: u64,
     pub rip: u64,
     pub bitness: u32,
+    /// Legacy modes: the number of bytes from RIP to CS.limit (inclusive) when that is small
+    /// enough to cut the block ([`CUT_NONE`] or more is stored as 0); always 0 in 64-bit
+    /// mode. A block never holds bytes beyond its window: the instruction that would cross
+    /// CS.limit is replaced by one raising #GP(0).
+    pub cut: u32,
+}
+
+/// A CS-limit window at least this long cannot cut a block (one page of instructions plus
+/// the 14 bytes of a first instruction running into the next page).
+pub const CUT_NONE: u64 = PAGE_SIZE + 16;
+
+/// The CS-limit window of a legacy-mode fetch at `rip` ([`BlockKey::cut`]); #GP(0) when RIP
+/// itself is beyond the limit.
+#[inline]
+fn cut_window(st: &crate::state::CpuState, rip: u64) -> Result<u32, Fault> {
+    let limit = st.seg[crate::state::sreg::CS].limit as u64;
+    if rip > limit {
+        return Err(Fault::GP0);
+    }
+    let avail = limit - rip + 1;
+    Ok(if avail >= CUT_NONE { 0 } else { avail as u32 })
+}
+
+/// Stands for the instruction that crosses CS.limit at the end of a cut block.
+fn cs_limit_fault(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
+    Err(Fault::GP0.into())
+}
+
+/// The pseudo-instruction at `rip` that raises #GP(0) because the instruction there runs past
+/// CS.limit (its bytes beyond the limit are never fetched).
+fn cs_limit_insn(rip: u64) -> DecodedInsn {
+    let mut ins = Instruction::default();
+    ins.set_ip(rip);
+    ins.set_next_ip(rip);
+    DecodedInsn {
+        ins,
+        handler: cs_limit_fault,
+    }
 }
 
 /// FxHash-style fixed hasher: deterministic, and the cache is never iterated anyway.
@@ -206,10 +244,14 @@ impl Ctx<'_> {
         self.sync_tlb_privilege();
         let st = &self.cpu.state;
         let rip = st.rip;
-        let (bitness, lin) = if st.in_64bit_mode() {
-            (64, rip)
+        let (bitness, lin, cut) = if st.in_64bit_mode() {
+            (64, rip, 0)
         } else {
-            (st.code_bitness(), self.code_linear(rip))
+            (
+                st.code_bitness(),
+                self.code_linear(rip),
+                cut_window(st, rip)?,
+            )
         };
         let slot = BlockCache::jump_slot(rip);
         let e = self.cpu.blocks.jump[slot];
@@ -221,12 +263,40 @@ impl Ctx<'_> {
                     && b.lin == lin
                     && b.key.rip == rip
                     && b.key.bitness == bitness
+                    && b.key.cut == cut
                 {
                     return Ok(e.block);
                 }
             }
         }
-        self.block_at_checked(rip, bitness, lin, slot)
+        self.block_at_checked(rip, bitness, cut, lin, slot)
+    }
+
+    /// The cache key of the block at the current RIP and its linear address (for engines with
+    /// their own block cache): bitness, CS-limit window (#GP(0) when RIP is beyond CS.limit
+    /// in a legacy mode, before any translation) and the execute translation (may fault).
+    pub fn block_key(&mut self) -> Result<(BlockKey, u64), Fault> {
+        let st = &self.cpu.state;
+        let rip = st.rip;
+        let (bitness, lin, cut) = if st.in_64bit_mode() {
+            (64, rip, 0)
+        } else {
+            (
+                st.code_bitness(),
+                self.code_linear(rip),
+                cut_window(st, rip)?,
+            )
+        };
+        let phys = self.translate(lin, Access::Exec)?;
+        Ok((
+            BlockKey {
+                phys,
+                rip,
+                bitness,
+                cut,
+            },
+            lin,
+        ))
     }
 
     /// The full lookup: translate, then the jump cache entry or the map (checking the block's
@@ -236,11 +306,17 @@ impl Ctx<'_> {
         &mut self,
         rip: u64,
         bitness: u32,
+        cut: u32,
         lin: u64,
         slot: usize,
     ) -> Result<u32, Fault> {
         let phys = self.translate(lin, Access::Exec)?;
-        let key = BlockKey { phys, rip, bitness };
+        let key = BlockKey {
+            phys,
+            rip,
+            bitness,
+            cut,
+        };
         let e = self.cpu.blocks.jump[slot];
         let idx = match self.cpu.blocks.arena.get(e.block as usize) {
             Some(b) if e.rip == rip && b.key == key && b.valid(self.ram) => e.block,
@@ -278,9 +354,18 @@ impl Ctx<'_> {
     }
 
     fn decode_block(&mut self, key: BlockKey, lin: u64) -> Result<Block, Fault> {
-        let BlockKey { phys, rip, bitness } = key;
+        let BlockKey {
+            phys,
+            rip,
+            bitness,
+            cut,
+        } = key;
         let page = phys >> PAGE_SHIFT;
-        let in_page = (PAGE_SIZE - (phys & 0xfff)) as usize;
+        // Bytes that may be fetched: to the end of the page, and not beyond CS.limit.
+        let window = if cut == 0 { usize::MAX } else { cut as usize };
+        let in_page = ((PAGE_SIZE - (phys & 0xfff)) as usize).min(window);
+        // The first instruction does not fit before CS.limit (not the page end): #GP(0).
+        let limit_in_page = window <= in_page;
         let mut insns = Vec::with_capacity(16);
         let mut pages = [(page, 0u32), (0, 0)];
         let mut npages = 1;
@@ -306,12 +391,14 @@ impl Ctx<'_> {
             }
             r
         };
-        if first_straddles {
+        if first_straddles && limit_in_page {
+            insns.push(cs_limit_insn(rip));
+        } else if first_straddles {
             // The first instruction crosses into the next page (so `in_page` < 15): fetch the
-            // rest of it from there (may fault there).
+            // rest of it from there (may fault there), up to CS.limit.
             let have = in_page.min(15);
             let next_lin = lin.wrapping_add(in_page as u64);
-            let need = 15 - have;
+            let need = 15usize.min(window) - have;
             let next_phys = self.translate(next_lin, Access::Exec)?;
             self.fetch_bytes(next_lin, &mut head[have..have + need])?;
             let mut dec =
@@ -320,8 +407,13 @@ impl Ctx<'_> {
             dec.decode_out(&mut ins);
             pages[1] = (next_phys >> PAGE_SHIFT, 0);
             npages = 2;
-            let handler = ops::lookup(&ins);
-            insns.push(DecodedInsn { ins, handler });
+            if ins.is_invalid() && dec.last_error() == iced_x86::DecoderError::NoMoreBytes {
+                // Runs past CS.limit on the next page.
+                insns.push(cs_limit_insn(rip));
+            } else {
+                let handler = ops::lookup(&ins);
+                insns.push(DecodedInsn { ins, handler });
+            }
         }
         for (p, v) in pages[..npages].iter_mut() {
             if !self.ram.contains(*p << PAGE_SHIFT, PAGE_SIZE) {

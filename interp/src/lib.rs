@@ -19,6 +19,7 @@ pub mod ops;
 pub mod state;
 pub mod testkit;
 pub mod testkit_sys;
+pub mod testkit_sysfuzz;
 pub mod x87;
 
 pub use cpu::{Cpu, CpuConfig, Engine, Exit, ExitReason, Interpreter};

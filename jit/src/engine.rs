@@ -8,7 +8,6 @@ use crate::frame::{ret, Frame};
 use crate::step::interp_block;
 use cranelift_module::FuncId;
 use lockstep_interp::decode::{Block, BlockKey, FixedMap};
-use lockstep_interp::mmu::Access;
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
 use std::sync::Arc;
 use std::time::Instant;
@@ -281,9 +280,9 @@ impl Jit {
     fn dispatch(&mut self, ctx: &mut Ctx) -> Dispatched {
         let rip = ctx.cpu.state.rip;
         let bitness = ctx.cpu.state.code_bitness();
-        let lin = ctx.code_linear(rip);
-        let phys = match ctx.translate(lin, Access::Exec) {
-            Ok(p) => p,
+        // Translation, and in legacy modes the CS-limit window (part of the key).
+        let key = match ctx.block_key() {
+            Ok((k, _)) => k,
             Err(f) => {
                 return Dispatched {
                     key: None,
@@ -292,7 +291,6 @@ impl Jit {
                 }
             }
         };
-        let key = BlockKey { phys, rip, bitness };
         // The common case (a valid entry that needs no tier change) costs one map lookup.
         let threshold = self.config.threshold;
         let mut due = true;

@@ -83,7 +83,7 @@ fn cmpxchg8b(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     if ins.op0_kind() != OpKind::Memory {
         return Err(Fault::ud("CMPXCHG8B with a register operand").into());
     }
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 8, true)?;
     let old = x.read_rmw(a, 8)?;
     let st = &x.cpu.state;
     let expected = (st.gpr[reg::RDX] << 32) | (st.gpr[reg::RAX] & 0xffff_ffff);
@@ -108,7 +108,7 @@ fn cmpxchg16b(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     if ins.op0_kind() != OpKind::Memory {
         return Err(Fault::ud("CMPXCHG16B with a register operand").into());
     }
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 16, true)?;
     if a & 15 != 0 {
         return Err(Fault::GP0.into());
     }

@@ -98,7 +98,7 @@ pub fn read_vec(x: &mut Ctx, ins: &Instruction, n: u32, aligned: bool) -> Result
         OpKind::Register => Ok(get_ymm(&x.cpu.state, vec_index(ins.op_register(n)))),
         OpKind::Memory => {
             let size = ins.memory_size().size() as u64;
-            let a = x.effective_addr(ins);
+            let a = x.mem_addr(ins, size, false)?;
             if aligned && a & (size.max(1) - 1) != 0 {
                 return Err(Fault::GP0);
             }
@@ -136,7 +136,7 @@ pub fn write_vec(
         }
         OpKind::Memory => {
             let size = (ins.memory_size().size() as u64).min(len as u64);
-            let a = x.effective_addr(ins);
+            let a = x.mem_addr(ins, size, true)?;
             if aligned && a & (size.max(1) - 1) != 0 {
                 return Err(Fault::GP0);
             }

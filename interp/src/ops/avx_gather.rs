@@ -127,7 +127,13 @@ fn gather(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         if addr32 {
             off &= 0xffff_ffff;
         }
-        let a = x.seg_linear(seg, off);
+        let a = match x.seg_linear_checked(seg, off, dsz as u64, false) {
+            Ok(a) => a,
+            Err(f) => {
+                result = Err(f);
+                break;
+            }
+        };
         match x.read(a, dsz as u8) {
             Ok(v) => {
                 done += 1;

@@ -332,8 +332,10 @@ fn maskmov(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
             to_d(mask)[k] >> 31 != 0
         }
     };
-    let a = x.effective_addr(ins);
-    if ins.op_kind(0) == OpKind::Memory {
+    // The whole operand is checked against its segment (legacy modes), whatever the mask.
+    let store = ins.op_kind(0) == OpKind::Memory;
+    let a = x.mem_addr(ins, len as u64, store)?;
+    if store {
         let v = read_vec(x, ins, 2, false)?;
         // This host checks the first byte of the lowest selected element, then the last
         // byte of the highest one, and reports the first that faults (32 bytes span at most

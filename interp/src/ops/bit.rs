@@ -163,7 +163,8 @@ fn bt_any(x: &mut Ctx, ins: &Instruction, op: BitOp) -> Result<(), Trap> {
             let words = (sext(bit, size) as i64) >> shift;
             off = off.wrapping_add(words.wrapping_mul(size as i64) as u64) & addr_mask(ins);
         }
-        let lin = x.seg_linear(ins.memory_segment(), off);
+        let lin =
+            x.seg_linear_checked(ins.memory_segment(), off, size as u64, op != BitOp::Test)?;
         let val = if op == BitOp::Test {
             x.read(lin, size)?
         } else {

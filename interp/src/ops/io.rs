@@ -237,7 +237,7 @@ fn ins_(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let port = x.cpu.state.gpr[RDX] as u16;
     check_io(x, port, s.esize)?;
     s.run(x, |x| {
-        let lin = x.seg_linear(Register::ES, s.reg(x, RDI));
+        let lin = x.seg_linear_checked(Register::ES, s.reg(x, RDI), s.esize as u64, true)?;
         x.probe_write(lin, s.esize as u64)?;
         x.bus.set_now(x.cpu.retired);
         let v = x.bus.pio_in(port, s.esize) as u64 & mask(s.esize);
@@ -258,7 +258,7 @@ fn outs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     };
     check_io(x, port, s.esize)?;
     s.run(x, |x| {
-        let lin = x.seg_linear(seg, s.reg(x, RSI));
+        let lin = x.seg_linear_checked(seg, s.reg(x, RSI), s.esize as u64, false)?;
         let v = x.read(lin, s.esize)?;
         x.bus.set_now(x.cpu.retired);
         x.bus.pio_out(port, s.esize, v as u32);

@@ -125,7 +125,7 @@ pub fn mmx_enter(st: &mut CpuState) {
 pub fn read_mm_rm(x: &mut Ctx, ins: &Instruction, n: u32) -> Result<u64, Fault> {
     if ins.op_kind(n) == OpKind::Memory {
         let size = (ins.memory_size().size() as u8).clamp(1, 8);
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, size as u64, false)?;
         x.read(a, size)
     } else {
         Ok(get_mm(&x.cpu.state, mm_op(ins, n)))
@@ -410,15 +410,16 @@ fn h_pmovmskb(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 }
 
 /// Linear address of the implicit DS:rDI destination of MASKMOVQ/MASKMOVDQU (segment
-/// override allowed; the address size picks RDI, EDI or DI).
-fn rdi_dest(x: &mut Ctx, ins: &Instruction) -> u64 {
+/// override allowed; the address size picks RDI, EDI or DI), with the legacy-mode segment
+/// checks for a `len`-byte write.
+fn rdi_dest(x: &mut Ctx, ins: &Instruction, len: u64) -> Result<u64, Fault> {
     let rdi = x.cpu.state.gpr[crate::state::reg::RDI];
     let off = match ins.op0_kind() {
         OpKind::MemorySegEDI => rdi & 0xffff_ffff,
         OpKind::MemorySegDI => rdi & 0xffff,
         _ => rdi,
     };
-    x.seg_linear(ins.memory_segment(), off)
+    x.seg_linear_checked(ins.memory_segment(), off, len, true)
 }
 
 /// Store the bytes of `data` whose `mask` byte has bit 7 set to consecutive addresses from
@@ -442,9 +443,9 @@ fn h_maskmovq(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let st = &x.cpu.state;
     let data = get_mm(st, mm_op(ins, 1)).to_le_bytes();
     let mask = get_mm(st, mm_op(ins, 2)).to_le_bytes();
-    let lin = rdi_dest(x, ins);
     // This host enters the MMX state (TOP = 0, all tags valid) even when the store faults.
     mmx_enter(&mut x.cpu.state);
+    let lin = rdi_dest(x, ins, 8)?;
     masked_store(x, lin, &data, &mask)?;
     Ok(())
 }
@@ -455,7 +456,7 @@ fn h_maskmovdqu(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let st = &x.cpu.state;
     let data = get_xmm(st, xmm_op(ins, 1)).to_le_bytes();
     let mask = get_xmm(st, xmm_op(ins, 2)).to_le_bytes();
-    let lin = rdi_dest(x, ins);
+    let lin = rdi_dest(x, ins, 16)?;
     masked_store(x, lin, &data, &mask)?;
     Ok(())
 }
@@ -466,7 +467,7 @@ fn h_vmaskmovdqu(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let st = &x.cpu.state;
     let data = get_xmm(st, xmm_op(ins, 1)).to_le_bytes();
     let mask = get_xmm(st, xmm_op(ins, 2)).to_le_bytes();
-    let lin = rdi_dest(x, ins);
+    let lin = rdi_dest(x, ins, 16)?;
     masked_store(x, lin, &data, &mask)?;
     Ok(())
 }

@@ -18,6 +18,7 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
     Some(match ins.mnemonic() {
         Mnemonic::Mov => return lookup_mov(ins),
         Mnemonic::Movzx => movzx,
+        Mnemonic::Xlatb => xlat,
         Mnemonic::Movsx | Mnemonic::Movsxd => movsx,
         Mnemonic::Cmovo
         | Mnemonic::Cmovno
@@ -195,6 +196,23 @@ fn movbe(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         _ => bswap_value(v, size),
     };
     x.write_op(ins, 0, r)?;
+    Ok(())
+}
+
+/// XLAT/XLATB: AL = seg:[rBX + zero-extended AL] (DS unless overridden; the address size picks
+/// RBX, EBX or BX and wraps the sum).
+fn xlat(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    check_no_lock(ins)?;
+    let st = &x.cpu.state;
+    let sum = st.gpr[reg::RBX].wrapping_add(st.gpr[reg::RAX] & 0xff);
+    let off = match ins.memory_base() {
+        iced_x86::Register::EBX => sum & 0xffff_ffff,
+        iced_x86::Register::BX => sum & 0xffff,
+        _ => sum,
+    };
+    let a = x.seg_linear_checked(ins.memory_segment(), off, 1, false)?;
+    let v = x.read(a, 1)?;
+    crate::operand::write_reg(&mut x.cpu.state, iced_x86::Register::AL, v);
     Ok(())
 }
 

@@ -599,3 +599,25 @@ fn flag_instructions() {
     );
     assert_eq!(m.cpu.state.rflags, FIXED1 | SF);
 }
+
+#[test]
+fn xlat_reads_rbx_plus_unsigned_al() {
+    let mut table = vec![0u8; 256];
+    for (i, b) in table.iter_mut().enumerate() {
+        *b = (i as u8) ^ 0xa5;
+    }
+    let mut m = TestMachine::new();
+    m.load(DATA_BASE, &table);
+    // 64-bit addressing: RAX's other bits are kept.
+    m.cpu.state.gpr[reg::RAX] = 0x1122_3344_5566_7785;
+    m.cpu.state.gpr[reg::RBX] = DATA_BASE;
+    let e = m.run_code(&[0xd7, 0x0f, 0x0b], 10); // xlatb; ud2
+    assert_eq!(e.retired, 1);
+    assert_eq!(m.gpr(reg::RAX), 0x1122_3344_5566_7700 | (0x85 ^ 0xa5));
+    // 32-bit addressing (67h) uses EBX: the upper half of RBX is ignored.
+    m.cpu.state.gpr[reg::RAX] = 0x10;
+    m.cpu.state.gpr[reg::RBX] = 0xffff_0000_0000_0000 | DATA_BASE;
+    let e = m.run_code(&[0x67, 0xd7, 0x0f, 0x0b], 10);
+    assert_eq!(e.retired, 1);
+    assert_eq!(m.gpr(reg::RAX), 0x10 ^ 0xa5);
+}

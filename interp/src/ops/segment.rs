@@ -237,3 +237,7 @@ fn load_far_ptr<const SEG: usize>(x: &mut Ctx, ins: &Instruction) -> Result<(), 
 #[cfg(test)]
 #[path = "segment_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "segcheck_tests.rs"]
+mod segcheck_tests;

@@ -229,7 +229,7 @@ pub fn insert(v: u128, e: u64, size: u32, imm: u8) -> u128 {
 /// (no alignment rule), zero-extended.
 fn read_xmm_narrow(x: &mut Ctx, ins: &Instruction, n: u32, size: u8) -> Result<u128, Trap> {
     if ins.op_kind(n) == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, size as u64, false)?;
         Ok(x.read(a, size)? as u128)
     } else {
         let v = get_xmm(&x.cpu.state, xmm_op(ins, n));

@@ -63,10 +63,11 @@ pub fn xmm_op(ins: &Instruction, n: u32) -> usize {
 
 /// Linear address of a 16-byte memory operand. With `aligned`, a misaligned address raises
 /// #GP(0) before any memory access (legacy SSE rule for every m128 operand except the
-/// explicitly unaligned moves).
+/// explicitly unaligned moves). The segment (legacy modes) is checked first, for a read or a
+/// `write`.
 #[inline]
-pub fn m128_addr(x: &mut Ctx, ins: &Instruction, aligned: bool) -> Result<u64, Fault> {
-    let a = x.effective_addr(ins);
+pub fn m128_addr(x: &mut Ctx, ins: &Instruction, aligned: bool, write: bool) -> Result<u64, Fault> {
+    let a = x.mem_addr(ins, 16, write)?;
     if aligned && a & 15 != 0 {
         return Err(Fault::GP0);
     }
@@ -77,7 +78,7 @@ pub fn m128_addr(x: &mut Ctx, ins: &Instruction, aligned: bool) -> Result<u64, F
 #[inline]
 pub fn read_xmm_m128(x: &mut Ctx, ins: &Instruction, n: u32, aligned: bool) -> Result<u128, Fault> {
     if ins.op_kind(n) == OpKind::Memory {
-        let a = m128_addr(x, ins, aligned)?;
+        let a = m128_addr(x, ins, aligned, false)?;
         x.read_u128(a)
     } else {
         Ok(get_xmm(&x.cpu.state, xmm_op(ins, n)))
@@ -88,7 +89,7 @@ pub fn read_xmm_m128(x: &mut Ctx, ins: &Instruction, n: u32, aligned: bool) -> R
 #[inline]
 pub fn read_xmm_m64(x: &mut Ctx, ins: &Instruction, n: u32) -> Result<u64, Fault> {
     if ins.op_kind(n) == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, 8, false)?;
         x.read(a, 8)
     } else {
         Ok(get_xmm(&x.cpu.state, xmm_op(ins, n)) as u64)
@@ -99,7 +100,7 @@ pub fn read_xmm_m64(x: &mut Ctx, ins: &Instruction, n: u32) -> Result<u64, Fault
 #[inline]
 pub fn read_xmm_m32(x: &mut Ctx, ins: &Instruction, n: u32) -> Result<u32, Fault> {
     if ins.op_kind(n) == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, 4, false)?;
         Ok(x.read(a, 4)? as u32)
     } else {
         Ok(get_xmm(&x.cpu.state, xmm_op(ins, n)) as u32)

@@ -105,7 +105,7 @@ fn movq_store(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_sse(x, ins)?;
     let v = get_xmm(&x.cpu.state, xmm_op(ins, 1)) as u64;
     if ins.op0_kind() == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, 8, true)?;
         x.write(a, 8, v)?;
     } else {
         set_xmm(&mut x.cpu.state, xmm_op(ins, 0), v as u128);
@@ -134,7 +134,7 @@ fn mov128_store(x: &mut Ctx, ins: &Instruction, aligned: bool) -> Result<(), Tra
     check_sse(x, ins)?;
     let v = get_xmm(&x.cpu.state, xmm_op(ins, 1));
     if ins.op0_kind() == OpKind::Memory {
-        let a = m128_addr(x, ins, aligned)?;
+        let a = m128_addr(x, ins, aligned, true)?;
         x.write_u128(a, v)?;
     } else {
         set_xmm(&mut x.cpu.state, xmm_op(ins, 0), v);
@@ -181,7 +181,7 @@ fn movss_store(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_sse(x, ins)?;
     let v = get_xmm(&x.cpu.state, xmm_op(ins, 1)) as u32;
     if ins.op0_kind() == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, 4, true)?;
         x.write(a, 4, v as u64)?;
     } else {
         let d = xmm_op(ins, 0);
@@ -210,7 +210,7 @@ fn movsd_store(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_sse(x, ins)?;
     let v = get_xmm(&x.cpu.state, xmm_op(ins, 1)) as u64;
     if ins.op0_kind() == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, 8, true)?;
         x.write(a, 8, v)?;
     } else {
         let d = xmm_op(ins, 0);
@@ -234,7 +234,7 @@ fn movhp_load(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 fn movhp_store(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_sse(x, ins)?;
     let v = high64(get_xmm(&x.cpu.state, xmm_op(ins, 1)));
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 8, true)?;
     x.write(a, 8, v)?;
     Ok(())
 }
@@ -253,7 +253,7 @@ fn movlp_load(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 fn movlp_store(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_sse(x, ins)?;
     let v = get_xmm(&x.cpu.state, xmm_op(ins, 1)) as u64;
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 8, true)?;
     x.write(a, 8, v)?;
     Ok(())
 }

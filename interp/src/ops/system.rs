@@ -130,7 +130,7 @@ fn fence(_: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 /// permission checks of a byte load (SDM), so it can raise #PF or #GP.
 fn clflush(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
-    let lin = x.effective_addr(ins);
+    let lin = x.mem_addr(ins, 1, false)?;
     x.translate(lin, Access::Read)?;
     Ok(())
 }

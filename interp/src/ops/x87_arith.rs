@@ -33,7 +33,7 @@ enum Op {
 /// Read a memory source operand as an 80-bit value and its DE flag (m32/m64 floats, m16/m32
 /// integers).
 fn mem_operand(x: &mut Ctx, ins: &Instruction) -> Result<(F80, u16), Fault> {
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, ins.memory_size().size() as u64, false)?;
     Ok(match ins.memory_size() {
         MemorySize::Float32 => convert::from_f32(x.read(a, 4)? as u32),
         MemorySize::Float64 => convert::from_f64(x.read(a, 8)?),

@@ -36,7 +36,7 @@ fn fcom(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let src = if m == Ftst {
         Some(F80::ZERO)
     } else if is_mem(ins, 0) {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, ins.memory_size().size() as u64, false)?;
         mem = Some(mem_offset(x, ins));
         let (v, de) = match ins.memory_size() {
             MemorySize::Float32 => convert::from_f32(x.read(a, 4)? as u32),

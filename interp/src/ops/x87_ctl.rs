@@ -91,7 +91,7 @@ pub fn update_es(f: &mut X87State) {
 
 fn fldcw(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_ctl(x, ins)?;
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 2, false)?;
     let v = x.read(a, 2)? as u16;
     let f = &mut x.cpu.state.x87;
     f.fcw = load_fcw(v);
@@ -101,7 +101,7 @@ fn fldcw(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 fn fstcw(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_ctl(x, ins)?;
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 2, true)?;
     let v = x.cpu.state.x87.fcw;
     x.write(a, 2, v as u64)?;
     Ok(())
@@ -111,7 +111,7 @@ fn fstsw(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_ctl(x, ins)?;
     let v = x.cpu.state.x87.fsw as u64;
     if ins.op_kind(0) == OpKind::Memory {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, 2, true)?;
         x.write(a, 2, v)?;
     } else {
         x.write_op(ins, 0, v)?;
@@ -169,7 +169,7 @@ fn fstenv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         }
         len = n + 80;
     }
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, len as u64, true)?;
     probe_area(x, a, len as u64, Access::Write)?;
     x.write_bytes(a, &img[..len])?;
     let f = &mut x.cpu.state.x87;
@@ -191,7 +191,7 @@ fn fldenv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let n = if small { 14 } else { 28 };
     let len = if rstor { n + 80 } else { n };
     let mut img = [0u8; 108];
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, len as u64, false)?;
     probe_area(x, a, len as u64, Access::Read)?;
     x.read_bytes(a, &mut img[..len])?;
     let w = |i: usize| u16::from_le_bytes([img[i], img[i + 1]]);
@@ -240,13 +240,14 @@ fn probe_area_fx(x: &mut Ctx, a: u64, access: Access) -> Result<(), Fault> {
     Ok(())
 }
 
-/// Availability of FXSAVE/FXRSTOR: #NM on CR0.TS or CR0.EM; the area must be 16-byte aligned.
-fn fx_addr(x: &mut Ctx, ins: &Instruction) -> Result<u64, Fault> {
+/// Availability of FXSAVE/FXRSTOR: #NM on CR0.TS or CR0.EM; the 512-byte area must lie in its
+/// segment (legacy modes) and be 16-byte aligned.
+fn fx_addr(x: &mut Ctx, ins: &Instruction, write: bool) -> Result<u64, Fault> {
     check_no_lock(ins)?;
     if x.cpu.state.cr0 & (ctl::CR0_EM | ctl::CR0_TS) != 0 {
         return Err(Fault::DeviceNotAvailable);
     }
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, 512, write)?;
     if a & 15 != 0 {
         // A non-canonical stack-relative (RSP/RBP base) operand is #SS before the alignment
         // #GP on this host.
@@ -297,7 +298,7 @@ pub fn fxsave_image(st: &crate::state::CpuState, rex_w: bool) -> [u8; 416] {
 }
 
 fn fxsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    let a = fx_addr(x, ins)?;
+    let a = fx_addr(x, ins, true)?;
     probe_area_fx(x, a, Access::Write)?;
     let img = fxsave_image(&x.cpu.state, ins.mnemonic() == Mnemonic::Fxsave64);
     x.write_bytes(a, &img)?;
@@ -346,7 +347,7 @@ pub fn fxrstor_image(
 }
 
 fn fxrstor(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    let a = fx_addr(x, ins)?;
+    let a = fx_addr(x, ins, false)?;
     probe_area_fx(x, a, Access::Read)?;
     let mut b = [0u8; 416];
     x.read_bytes(a, &mut b)?;

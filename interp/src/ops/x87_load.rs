@@ -66,7 +66,7 @@ fn fld(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         push_value(x, ins, v, None);
         return Ok(());
     }
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, ins.memory_size().size() as u64, false)?;
     let off = mem_offset(x, ins);
     let v = match ins.memory_size() {
         MemorySize::Float32 => convert::load_widened(convert::from_f32(x.read(a, 4)? as u32)),
@@ -107,7 +107,7 @@ fn fst(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let mut mem = None;
     let flags;
     if is_mem(ins, 0) {
-        let a = x.effective_addr(ins);
+        let a = x.mem_addr(ins, ins.memory_size().size() as u64, true)?;
         mem = Some(mem_offset(x, ins));
         let (bytes, n, fl): ([u8; 10], usize, u16) = match (ins.memory_size(), src) {
             (MemorySize::Float32, Some(v)) => {
@@ -183,7 +183,7 @@ fn fist(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let f = &x.cpu.state.x87;
     let e = env(f);
     let src = get_st(f, 0);
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, ins.memory_size().size() as u64, true)?;
     let off = mem_offset(x, ins);
     let (bytes, n, flags): ([u8; 10], usize, u16) = if m == Mnemonic::Fbstp {
         match src {

@@ -114,13 +114,14 @@ fn check_osxsave(x: &Ctx, ins: &Instruction) -> Result<(), Fault> {
     Ok(())
 }
 
-/// Checks of the save/restore instructions; returns the 64-byte aligned area address.
-fn area_addr(x: &mut Ctx, ins: &Instruction) -> Result<u64, Fault> {
+/// Checks of the save/restore instructions; returns the 64-byte aligned area address (the
+/// `len` bytes touched checked against the segment in legacy modes).
+fn area_addr(x: &mut Ctx, ins: &Instruction, len: usize, write: bool) -> Result<u64, Fault> {
     check_osxsave(x, ins)?;
     if x.cpu.state.cr0 & ctl::CR0_TS != 0 {
         return Err(Fault::DeviceNotAvailable);
     }
-    let a = x.effective_addr(ins);
+    let a = x.mem_addr(ins, len as u64, write)?;
     if a & 63 != 0 {
         return Err(Fault::GP0);
     }
@@ -305,9 +306,9 @@ fn read_area(x: &mut Ctx, a: u64, len: usize, write: bool) -> Result<[u8; MAX_SI
 /// XSAVE/XSAVE64 and XSAVEOPT/XSAVEOPT64. XSAVEOPT is XSAVE here: the SDM allows it to skip
 /// unmodified or unused components but does not require it.
 fn xsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    let a = area_addr(x, ins)?;
     let rfbm = rfbm(&x.cpu.state);
     let len = extent(rfbm);
+    let a = area_addr(x, ins, len, true)?;
     let mut area = read_area(x, a, len, true)?;
     xsave_area(&x.cpu.state, &mut area, rfbm, is_rex_w(ins.mnemonic()));
     x.write_bytes(a, &area[..len])?;
@@ -316,9 +317,9 @@ fn xsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 /// XSAVEC/XSAVEC64: compacted form.
 fn xsavec(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    let a = area_addr(x, ins)?;
     let rfbm = rfbm(&x.cpu.state);
     let len = extent(rfbm);
+    let a = area_addr(x, ins, len, true)?;
     let mut area = read_area(x, a, len, true)?;
     xsavec_area(&x.cpu.state, &mut area, rfbm, is_rex_w(ins.mnemonic()));
     x.write_bytes(a, &area[..len])?;
@@ -327,8 +328,8 @@ fn xsavec(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 
 /// XRSTOR/XRSTOR64. Reads the legacy area and header, plus the AVX area when RFBM[2].
 fn xrstor(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    let a = area_addr(x, ins)?;
     let rfbm = rfbm(&x.cpu.state);
+    let a = area_addr(x, ins, extent(rfbm), false)?;
     let area = read_area(x, a, extent(rfbm), false)?;
     let mut st = x.cpu.state.clone();
     xrstor_area(&mut st, &area, rfbm, is_rex_w(ins.mnemonic()))?;
