@@ -140,7 +140,8 @@ pub fn main(a: BenchBootArgs) -> i32 {
         match t {
             Some(t) => println!(
                 "| {name} | {t:.2} | {} |",
-                base.map(|b| format!("{:.2}x", b / t)).unwrap_or_else(|| "-".into())
+                base.map(|b| format!("{:.2}x", b / t))
+                    .unwrap_or_else(|| "-".into())
             ),
             None => println!("| {name} | did not reach the marker | - |"),
         }

@@ -10,6 +10,10 @@
 //! code the JIT emits is the same as without `--verify`. Each block is decoded before the
 //! snapshot, so decoding's side effects (accessed bits set by the fetch walk) are outside the
 //! comparison.
+//!
+//! Device accesses happen once: the JIT's run goes to the real bus through a recorder, the
+//! interpreter's run is served from that recording (reads return the recorded values) and its
+//! accesses must equal the JIT's, in order — a difference in device traffic is a divergence.
 
 use crate::engine::{Jit, JitConfig};
 use iced_x86::{Formatter, IntelFormatter};
@@ -106,7 +110,12 @@ impl Verify {
         let smc0 = cpu.smc;
 
         ram.write_log = Some(Vec::new());
-        let (ej, d) = self.jit.run_block(cpu, ram, bus, remaining);
+        let mut rec = RecordBus {
+            inner: bus,
+            log: Vec::new(),
+        };
+        let (ej, d) = self.jit.run_block(cpu, ram, &mut rec, remaining);
+        let bus_log = rec.log;
         let log_j = ram.write_log.take().unwrap_or_default();
         let s1 = cpu.state.clone();
         let r1 = cpu.retired;
@@ -133,7 +142,12 @@ impl Verify {
             _ => ej.retired,
         };
         ram.write_log = Some(Vec::new());
-        let ei = Interpreter.run(cpu, ram, bus, ibudget.min(remaining));
+        let mut replay = ReplayBus {
+            log: &bus_log,
+            next: 0,
+            mismatch: None,
+        };
+        let ei = Interpreter.run(cpu, ram, &mut replay, ibudget.min(remaining));
         let log_i = ram.write_log.take().unwrap_or_default();
         self.blocks_checked += 1;
         self.compiled_checked += d.compiled as u64;
@@ -153,6 +167,16 @@ impl Verify {
             diffs.push("RDRAND stream position differs".to_string());
         }
         diff_memory(&log_j, &new_j, &log_i, ram, &mut diffs);
+        if let Some(m) = replay.mismatch {
+            diffs.push(m);
+        } else if replay.next != bus_log.len() {
+            diffs.push(format!(
+                "device accesses: jit made {}, interpreter {} (first missing: {:?})",
+                bus_log.len(),
+                replay.next,
+                bus_log[replay.next]
+            ));
+        }
         if !diffs.is_empty() {
             diffs.push(format!("(exits: jit {ej:?}, interpreter {ei:?})"));
             if std::env::var_os("LOCKSTEP_VERIFY_DEBUG").is_some() {
@@ -379,6 +403,161 @@ impl Engine for Verify {
                     reason: ExitReason::Exception(Fault::ud("lockstep --verify: engines diverged")),
                 }
             }
+        }
+    }
+}
+
+/// One device access as the JIT made it, with the value a read returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum BusOp {
+    Now(u64),
+    MmioRead { addr: u64, size: u8, value: u64 },
+    MmioWrite { addr: u64, size: u8, value: u64 },
+    PioIn { port: u16, size: u8, value: u32 },
+    PioOut { port: u16, size: u8, value: u32 },
+    MsrRead { msr: u32, value: Option<u64> },
+    MsrWrite { msr: u32, value: u64, claimed: bool },
+}
+
+/// Passes accesses to the machine's bus and records them.
+struct RecordBus<'a> {
+    inner: &'a mut dyn Bus,
+    log: Vec<BusOp>,
+}
+
+impl Bus for RecordBus<'_> {
+    fn mmio_read(&mut self, addr: u64, size: u8) -> u64 {
+        let value = self.inner.mmio_read(addr, size);
+        self.log.push(BusOp::MmioRead { addr, size, value });
+        value
+    }
+    fn mmio_write(&mut self, addr: u64, size: u8, value: u64) {
+        self.inner.mmio_write(addr, size, value);
+        self.log.push(BusOp::MmioWrite { addr, size, value });
+    }
+    fn pio_in(&mut self, port: u16, size: u8) -> u32 {
+        let value = self.inner.pio_in(port, size);
+        self.log.push(BusOp::PioIn { port, size, value });
+        value
+    }
+    fn pio_out(&mut self, port: u16, size: u8, value: u32) {
+        self.inner.pio_out(port, size, value);
+        self.log.push(BusOp::PioOut { port, size, value });
+    }
+    fn set_now(&mut self, retired: u64) {
+        self.inner.set_now(retired);
+        self.log.push(BusOp::Now(retired));
+    }
+    fn msr_read(&mut self, msr: u32) -> Option<u64> {
+        let value = self.inner.msr_read(msr);
+        self.log.push(BusOp::MsrRead { msr, value });
+        value
+    }
+    fn msr_write(&mut self, msr: u32, value: u64) -> bool {
+        let claimed = self.inner.msr_write(msr, value);
+        self.log.push(BusOp::MsrWrite {
+            msr,
+            value,
+            claimed,
+        });
+        claimed
+    }
+}
+
+/// Serves the interpreter's accesses from the JIT's recording; the first access that differs
+/// from the recording is kept as a divergence (and answered as an empty bus would).
+struct ReplayBus<'a> {
+    log: &'a [BusOp],
+    next: usize,
+    mismatch: Option<String>,
+}
+
+impl ReplayBus<'_> {
+    fn take(&mut self, want: &BusOp) -> Option<BusOp> {
+        if self.mismatch.is_some() {
+            return None;
+        }
+        let got = self.log.get(self.next).cloned();
+        let same_kind = match (&got, want) {
+            (
+                Some(BusOp::MmioRead { addr, size, .. }),
+                BusOp::MmioRead {
+                    addr: a, size: s, ..
+                },
+            ) => addr == a && size == s,
+            (
+                Some(BusOp::PioIn { port, size, .. }),
+                BusOp::PioIn {
+                    port: p, size: s, ..
+                },
+            ) => port == p && size == s,
+            (Some(BusOp::MsrRead { msr, .. }), BusOp::MsrRead { msr: m, .. }) => msr == m,
+            (
+                Some(BusOp::MsrWrite { msr, value, .. }),
+                BusOp::MsrWrite {
+                    msr: m, value: v, ..
+                },
+            ) => msr == m && value == v,
+            (Some(g), w) => g == w,
+            (None, _) => false,
+        };
+        if same_kind {
+            self.next += 1;
+            got
+        } else {
+            self.mismatch = Some(format!(
+                "device access #{}: jit {:?}, interpreter {want:?}",
+                self.next, got
+            ));
+            None
+        }
+    }
+}
+
+impl Bus for ReplayBus<'_> {
+    fn mmio_read(&mut self, addr: u64, size: u8) -> u64 {
+        match self.take(&BusOp::MmioRead {
+            addr,
+            size,
+            value: 0,
+        }) {
+            Some(BusOp::MmioRead { value, .. }) => value,
+            _ => u64::MAX,
+        }
+    }
+    fn mmio_write(&mut self, addr: u64, size: u8, value: u64) {
+        self.take(&BusOp::MmioWrite { addr, size, value });
+    }
+    fn pio_in(&mut self, port: u16, size: u8) -> u32 {
+        match self.take(&BusOp::PioIn {
+            port,
+            size,
+            value: 0,
+        }) {
+            Some(BusOp::PioIn { value, .. }) => value,
+            _ => u32::MAX,
+        }
+    }
+    fn pio_out(&mut self, port: u16, size: u8, value: u32) {
+        self.take(&BusOp::PioOut { port, size, value });
+    }
+    fn set_now(&mut self, retired: u64) {
+        self.take(&BusOp::Now(retired));
+    }
+    fn msr_read(&mut self, msr: u32) -> Option<u64> {
+        match self.take(&BusOp::MsrRead { msr, value: None }) {
+            Some(BusOp::MsrRead { value, .. }) => value,
+            _ => None,
+        }
+    }
+    fn msr_write(&mut self, msr: u32, value: u64) -> bool {
+        match self.take(&BusOp::MsrWrite {
+            msr,
+            value,
+            claimed: false,
+        }) {
+            Some(BusOp::MsrWrite { claimed, .. }) => claimed,
+            _ => false,
         }
     }
 }
