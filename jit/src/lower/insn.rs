@@ -77,6 +77,10 @@ enum Kind {
     Jmp,
     Call,
     Ret,
+    /// JMP/CALL r/m64.
+    Indirect {
+        call: bool,
+    },
     /// ALU op with a memory destination and a register/immediate source.
     AluMem(FlagOp, bool /* writes dest */),
     /// INC/DEC/NEG/NOT of a register or memory.
@@ -250,6 +254,13 @@ fn classify(ins: &Instruction) -> Option<Kind> {
             }
             Code::Call_rel32_64 if is_canonical(ins.near_branch_target()) => Kind::Call,
             Code::Retnq | Code::Retnq_imm16 => Kind::Ret,
+            Code::Jmp_rm64 | Code::Call_rm64
+                if (ins.op0_kind() == OpKind::Register && reg_op(ins, 0)) || mem_op(ins, 0) =>
+            {
+                Kind::Indirect {
+                    call: ins.code() == Code::Call_rm64,
+                }
+            }
             _ if ins.flow_control() == FlowControl::ConditionalBranch
                 && ins.op0_kind() == OpKind::NearBranch64
                 && matches!(
@@ -297,6 +308,21 @@ fn read_src(l: &mut Lower, ins: &Instruction, n: u32, size: u8) -> Value {
 /// The result of ALU operation `m` (`op` says how it sets the flags) on the size-masked `a`
 /// and `b`, zero-extended; records the flags.
 fn alu(l: &mut Lower, m: Mnemonic, op: FlagOp, a: Value, b: Value, size: u8) -> Value {
+    let (r, cin) = alu_value(l, m, op, a, b, size);
+    l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
+    r
+}
+
+/// [`alu`] without recording the flags: (result, carry in of ADC/SBB). A memory destination
+/// records them only after its store succeeded (a faulting store changes no flag).
+fn alu_value(
+    l: &mut Lower,
+    m: Mnemonic,
+    op: FlagOp,
+    a: Value,
+    b: Value,
+    size: u8,
+) -> (Value, Option<Value>) {
     let mut cin = None;
     let r = match (m, op) {
         (_, FlagOp::Add) => l.b.ins().iadd(a, b),
@@ -317,9 +343,29 @@ fn alu(l: &mut Lower, m: Mnemonic, op: FlagOp, a: Value, b: Value, size: u8) -> 
         (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
         _ => l.b.ins().band(a, b),
     };
-    let r = l.zext(r, size);
-    l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
-    r
+    (l.zext(r, size), cin)
+}
+
+/// #GP(0) at the current instruction (nothing of it done) when `target` is not canonical.
+fn gp_if_noncanonical(l: &mut Lower, target: Value) {
+    let t = l.b.ins().ishl_imm_s(target, 16);
+    let t = l.b.ins().sshr_imm_s(t, 16);
+    let bad = l.b.ins().icmp(IntCC::NotEqual, t, target);
+    let gp = l.b.create_block();
+    let ok = l.b.create_block();
+    l.b.set_cold_block(gp);
+    l.b.ins().brif(bad, gp, &[], ok, &[]);
+    l.b.seal_block(gp);
+    l.b.seal_block(ok);
+    l.b.switch_to_block(gp);
+    let f = l.iconst(helpers::raise as *const () as u64);
+    let kind = l.iconst(0);
+    let frame = l.frame;
+    l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
+    let ip = l.ins_ip;
+    let code = l.b.ins().iconst(types::I32, ret::STOP as i64);
+    l.emit_exit_code(Some(Rip::Const(ip)), code);
+    l.b.switch_to_block(ok);
 }
 
 /// Lower `d` natively if the subset covers it.
@@ -374,13 +420,13 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             } else {
                 l.load(addr, size)
             };
-            let r = alu(l, ins.mnemonic(), op, a, b, size);
-            if writes {
-                let st = l.store(addr, size, r);
-                l.retire();
+            let (r, cin) = alu_value(l, ins.mnemonic(), op, a, b, size);
+            let st = writes.then(|| l.store(addr, size, r));
+            // Flags change only once the store has succeeded.
+            l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
+            l.retire();
+            if let Some(st) = st {
                 l.smc_exit_if(st);
-            } else {
-                l.retire();
             }
         }
         Kind::Unary(m) => {
@@ -391,7 +437,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                 Some(addr) => l.load_rmw(addr, size),
                 None => l.read_reg(ins.op0_register()),
             };
-            let r = match m {
+            // (result, flag record: op, a, b) — recorded after the store (precise faults).
+            let (r, rec) = match m {
                 Mnemonic::Inc | Mnemonic::Dec => {
                     let one = l.iconst(1);
                     let (op, r) = if m == Mnemonic::Inc {
@@ -399,32 +446,31 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                     } else {
                         (FlagOp::Dec, l.b.ins().isub(a, one))
                     };
-                    let r = l.zext(r, size);
-                    l.set_flags(op, a, one, r, size);
-                    r
+                    (l.zext(r, size), Some((op, a, one)))
                 }
                 Mnemonic::Neg => {
                     let zero = l.iconst(0);
                     let r = l.b.ins().isub(zero, a);
-                    let r = l.zext(r, size);
-                    l.set_flags(FlagOp::Sub, zero, a, r, size);
-                    r
+                    (l.zext(r, size), Some((FlagOp::Sub, zero, a)))
                 }
                 _ => {
                     let r = l.b.ins().bnot(a);
-                    l.zext(r, size)
+                    (l.zext(r, size), None)
                 }
             };
-            match addr {
-                Some(addr) => {
-                    let st = l.store(addr, size, r);
-                    l.retire();
-                    l.smc_exit_if(st);
-                }
+            let st = match addr {
+                Some(addr) => Some(l.store(addr, size, r)),
                 None => {
                     l.write_reg(ins.op0_register(), r);
-                    l.retire();
+                    None
                 }
+            };
+            if let Some((op, x, y)) = rec {
+                l.set_flags(op, x, y, r, size);
+            }
+            l.retire();
+            if let Some(st) = st {
+                l.smc_exit_if(st);
             }
         }
         Kind::ShiftImm => {
@@ -624,26 +670,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let rsp = l.gpr(reg::RSP);
             let target = l.load(super::mem::Addr { lin: rsp, ss: true }, 8);
             // Non-canonical target: #GP(0) at the RET, before RSP moves.
-            let t = l.b.ins().ishl_imm_s(target, 16);
-            let t = l.b.ins().sshr_imm_s(t, 16);
-            let bad = l.b.ins().icmp(IntCC::NotEqual, t, target);
-            let gp = l.b.create_block();
-            let ok = l.b.create_block();
-            l.b.set_cold_block(gp);
-            l.b.ins().brif(bad, gp, &[], ok, &[]);
-            l.b.seal_block(gp);
-            l.b.seal_block(ok);
-            l.b.switch_to_block(gp);
-            let f = l.iconst(helpers::raise as *const () as u64);
-            let kind = l.iconst(0);
-            let frame = l.frame;
-            l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
-            let ip = l.ins_ip;
-            let code =
-                l.b.ins()
-                    .iconst(cranelift_codegen::ir::types::I32, ret::STOP as i64);
-            l.emit_exit_code(Some(Rip::Const(ip)), code);
-            l.b.switch_to_block(ok);
+            gp_if_noncanonical(l, target);
             let extra = if ins.op_count() > 0 {
                 ins.immediate16() as i64
             } else {
@@ -651,6 +678,26 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             };
             let new = l.b.ins().iadd_imm_s(rsp, 8 + extra);
             l.set_gpr(reg::RSP, new);
+            l.retire();
+            l.end_block(Rip::Dyn(target));
+            return Outcome::Ended;
+        }
+        Kind::Indirect { call } => {
+            let target = if ins.op0_kind() == OpKind::Memory {
+                let a = l.mem_addr(ins);
+                l.load(a, 8)
+            } else {
+                l.read_reg(ins.op0_register())
+            };
+            gp_if_noncanonical(l, target);
+            if call {
+                let rsp = l.gpr(reg::RSP);
+                let new = l.b.ins().iadd_imm_s(rsp, -8);
+                let ret_addr = l.iconst(ins.next_ip());
+                // A store into code ends the block anyway: the exit below is the same.
+                let _ = l.store(super::mem::Addr { lin: new, ss: true }, 8, ret_addr);
+                l.set_gpr(reg::RSP, new);
+            }
             l.retire();
             l.end_block(Rip::Dyn(target));
             return Outcome::Ended;
