@@ -8,6 +8,8 @@ use lockstep_interp::{Ctx, ExitReason, Fault};
 
 /// `info` bits of the memory helpers: the access size in bytes is the low byte.
 pub const INFO_SS: u64 = 1 << 8;
+/// `info` bit of `load`: the destination of a read-modify-write (checked for writability first).
+pub const INFO_RMW: u64 = 1 << 9;
 
 /// # Safety
 /// `frame` is the live frame of the current run and `insn` points into a block that the
@@ -39,7 +41,11 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
     let f = unsafe { &mut *frame };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     ctx.ss_operand = info & INFO_SS != 0;
-    let r = ctx.read(lin, info as u8);
+    let r = if info & INFO_RMW != 0 {
+        ctx.read_rmw(lin, info as u8)
+    } else {
+        ctx.read(lin, info as u8)
+    };
     f.sync_epochs(ctx);
     match r {
         Ok(v) => {

@@ -154,3 +154,40 @@ fn chained_jumps_follow_code_writes() {
         assert_eq!(m.gpr(reg::RBX), expect, "chain {chain}, slices");
     }
 }
+
+/// A read-modify-write whose load succeeds and whose store faults (read-only page) leaves
+/// flags, registers and memory untouched, with RIP at the instruction.
+#[test]
+fn rmw_store_fault_is_precise() {
+    use iced_x86::code_asm::*;
+    type Op = fn(&mut CodeAssembler) -> Result<(), IcedError>;
+    let ops: [Op; 5] = [
+        |a| a.add(qword_ptr(rbx), rax),
+        |a| a.adc(dword_ptr(rbx), 7),
+        |a| a.inc(qword_ptr(rbx)),
+        |a| a.neg(word_ptr(rbx)),
+        |a| a.xor(byte_ptr(rbx + 3), cl),
+    ];
+    for op in ops {
+        let code = TestMachine::assemble(|a| {
+            a.mov(rbx, 0xa0_0000u64)?;
+            a.mov(rax, -1i64)?;
+            a.mov(rcx, 0x55u64)?;
+            // Fills the read TLB: the RMW's load then hits inline and its store faults.
+            a.mov(rsi, qword_ptr(rbx))?;
+            a.cmp(rax, 3)?;
+            op(a)?;
+            a.mov(rdx, 1u64)?;
+            a.hlt()
+        });
+        let (m, _, exit) = compare(&code, &[1000], eager_config(), &|m| {
+            // The 2 MiB page at 0xa00000: present, user, read-only.
+            m.ram.write_u64(0x3000 + 5 * 8, (5 << 21) | 0x85).unwrap();
+        });
+        assert!(
+            matches!(exit.reason, lockstep_interp::ExitReason::Exception(_)),
+            "{exit:?}"
+        );
+        assert_eq!(m.gpr(reg::RDX), 0);
+    }
+}

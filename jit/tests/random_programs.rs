@@ -248,8 +248,22 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             .ok()
         }
         21 => {
-            let m = g.pick(&["Shl", "Shr", "Sar", "Rol"]);
+            let m = g.pick(&["Shl", "Shr", "Sar", "Rol", "Ror"]);
             Instruction::with2(code(&format!("{m}_rm{s}_imm8")), r, g.below(70) as i32).ok()
+        }
+        22 if g.chance(40) => {
+            let sz = g.pick(&[2u8, 4, 8]);
+            let c = match sz {
+                2 => "Imul_r16_rm16_imm8",
+                4 => "Imul_r32_rm32_imm32",
+                _ => "Imul_r64_rm64_imm32",
+            };
+            let imm = (g.rng.next_u64() as i8) as i32;
+            if g.chance(50) {
+                Instruction::with3(code(c), g.reg(sz), g.reg(sz), imm).ok()
+            } else {
+                Instruction::with3(code(c), g.reg(sz), g.mem(sz), imm).ok()
+            }
         }
         22 => {
             let sz = g.pick(&[2u8, 4, 8]);
@@ -261,9 +275,19 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             .ok()
         }
         23 => {
-            let m = g.pick(&["Neg", "Not"]);
-            Instruction::with1(code(&format!("{m}_rm{s}")), r).ok()
+            let m = g.pick(&["Neg", "Not", "Inc", "Dec"]);
+            if g.chance(50) {
+                Instruction::with1(code(&format!("{m}_rm{s}")), r).ok()
+            } else {
+                Instruction::with1(code(&format!("{m}_rm{s}")), g.mem(size)).ok()
+            }
         }
+        26 => Some(Instruction::with(g.pick(&[
+            Code::Cqo,
+            Code::Cdq,
+            Code::Cdqe,
+            Code::Cwde,
+        ]))),
         24 => {
             // A short REP STOSB into the data area (budget splits it).
             None

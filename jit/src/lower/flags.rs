@@ -24,6 +24,21 @@ pub enum FlagOp {
     Inc,
     /// a - 1, CF untouched.
     Dec,
+    /// a + b + CF-in (`Pending::cin`, 0/1).
+    Adc,
+    /// a - b - CF-in (`Pending::cin`, 0/1).
+    Sbb,
+    /// SHL/SHR/SAR by a constant count `1..width-1` (`a` = original operand). AF = 0; OF as
+    /// for a count of 1 (host rule, `lockstep_interp::ops::shift`).
+    Shl(u8),
+    Shr(u8),
+    Sar(u8),
+    /// ROL/ROR by a constant count: CF (and OF when the record's mask has it) only.
+    Rol,
+    Ror,
+    /// IMUL: `res` = low half, `b` = overflow (0/1). CF = OF = overflow, SF/PF from the
+    /// result, ZF = AF = 0 (host rule, `lockstep_interp::ops::muldiv`).
+    Mul,
 }
 
 /// Flags defined by one operation and not yet folded into RFLAGS. `a`, `b`, `res` are 64-bit
@@ -37,12 +52,15 @@ pub struct Pending {
     pub size: u8,
     /// Flags (RFLAGS bits) this record still defines.
     pub mask: u64,
+    /// Carry/borrow in of ADC/SBB (0/1), else unused.
+    pub cin: Option<Value>,
 }
 
 /// Flags an operation writes.
 pub fn written(op: FlagOp) -> u64 {
     match op {
         FlagOp::Inc | FlagOp::Dec => STATUS & !CF,
+        FlagOp::Rol | FlagOp::Ror => CF | OF,
         _ => STATUS,
     }
 }
@@ -67,6 +85,21 @@ impl Lower<'_> {
     /// Record that `op` defined its flags.
     pub fn set_flags(&mut self, op: FlagOp, a: Value, b: Value, res: Value, size: u8) {
         let w = written(op);
+        self.set_flags_masked(op, a, b, res, size, w, None);
+    }
+
+    /// Record that `op` defined the flags `w` (ADC/SBB pass their carry in as `cin`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_flags_masked(
+        &mut self,
+        op: FlagOp,
+        a: Value,
+        b: Value,
+        res: Value,
+        size: u8,
+        w: u64,
+        cin: Option<Value>,
+    ) {
         for p in &mut self.pending {
             p.mask &= !w;
         }
@@ -78,6 +111,7 @@ impl Lower<'_> {
             res,
             size,
             mask: w,
+            cin,
         });
     }
 
@@ -113,22 +147,39 @@ impl Lower<'_> {
 
     /// The RFLAGS bits `want` (a subset of `p.mask`) as defined by `p`.
     fn flag_bits(&mut self, p: Pending, want: u64) -> Value {
+        use FlagOp as F;
         let sb = p.size as u32 * 8 - 1;
         let mut parts: Vec<Value> = Vec::new();
         let (a, b, res) = (p.a, p.b, p.res);
-        let arith = p.op != FlagOp::Logic;
         if want & CF != 0 {
-            match p.op {
-                FlagOp::Add => {
+            let c = match p.op {
+                F::Add => {
                     let c = self.b.ins().icmp(IntCC::UnsignedLessThan, res, a);
-                    parts.push(self.bit(c, 0));
+                    Some(self.bit(c, 0))
                 }
-                FlagOp::Sub => {
+                F::Sub => {
                     let c = self.b.ins().icmp(IntCC::UnsignedLessThan, a, b);
-                    parts.push(self.bit(c, 0));
+                    Some(self.bit(c, 0))
                 }
-                _ => {}
-            }
+                F::Adc | F::Sbb => {
+                    // Carry out: res < a (ADC) / a < b (SBB), or equality with a carry in.
+                    let (x, y) = if p.op == F::Adc { (res, a) } else { (a, b) };
+                    let lt = self.b.ins().icmp(IntCC::UnsignedLessThan, x, y);
+                    let lt = self.bit(lt, 0);
+                    let eq = self.b.ins().icmp(IntCC::Equal, x, y);
+                    let eq = self.bit(eq, 0);
+                    let cin = p.cin.expect("ADC/SBB carry in");
+                    let eq = self.b.ins().band(eq, cin);
+                    Some(self.b.ins().bor(lt, eq))
+                }
+                F::Shl(c) => Some(self.move_bit(a, sb + 1 - c as u32, 0)),
+                F::Shr(c) | F::Sar(c) => Some(self.move_bit(a, c as u32 - 1, 0)),
+                F::Rol => Some(self.b.ins().band_imm_s(res, 1)),
+                F::Ror => Some(self.move_bit(res, sb, 0)),
+                F::Mul => Some(b),
+                F::Logic | F::Inc | F::Dec => None,
+            };
+            parts.extend(c);
         }
         if want & PF != 0 {
             let t = self.b.ins().band_imm_s(res, 0xff);
@@ -137,32 +188,51 @@ impl Lower<'_> {
             let t = self.b.ins().bxor_imm_s(t, 1);
             parts.push(self.b.ins().ishl_imm_s(t, 2));
         }
+        let arith = matches!(p.op, F::Add | F::Sub | F::Adc | F::Sbb | F::Inc | F::Dec);
         if want & AF != 0 && arith {
             let t = self.b.ins().bxor(a, b);
             let t = self.b.ins().bxor(t, res);
             parts.push(self.b.ins().band_imm_s(t, AF as i64));
         }
-        if want & ZF != 0 {
+        if want & ZF != 0 && p.op != F::Mul {
             let c = self.b.ins().icmp_imm_s(IntCC::Equal, res, 0);
             parts.push(self.bit(c, 6));
         }
         if want & SF != 0 {
             parts.push(self.move_bit(res, sb, 7));
         }
-        if want & OF != 0 && arith {
+        if want & OF != 0 {
             let t = match p.op {
-                FlagOp::Add | FlagOp::Inc => {
+                F::Add | F::Inc | F::Adc => {
                     let x = self.b.ins().bxor(a, res);
                     let y = self.b.ins().bxor(b, res);
-                    self.b.ins().band(x, y)
+                    Some(self.b.ins().band(x, y))
                 }
-                _ => {
+                F::Sub | F::Dec | F::Sbb => {
                     let x = self.b.ins().bxor(a, b);
                     let y = self.b.ins().bxor(a, res);
-                    self.b.ins().band(x, y)
+                    Some(self.b.ins().band(x, y))
                 }
+                // MSB(a) ^ MSB-1(a).
+                F::Shl(_) | F::Rol => {
+                    let x = self.b.ins().ishl_imm_s(a, 1);
+                    Some(self.b.ins().bxor(a, x))
+                }
+                F::Shr(_) => Some(a),
+                // MSB(a) ^ LSB(a).
+                F::Ror => {
+                    let x = self.b.ins().ishl_imm_s(a, sb as i64);
+                    Some(self.b.ins().bxor(a, x))
+                }
+                F::Mul => {
+                    parts.push(self.b.ins().ishl_imm_s(b, 11));
+                    None
+                }
+                F::Logic | F::Sar(_) => None,
             };
-            parts.push(self.move_bit(t, sb, 11));
+            if let Some(t) = t {
+                parts.push(self.move_bit(t, sb, 11));
+            }
         }
         let mut acc = match parts.first() {
             Some(&v) => v,
@@ -304,7 +374,17 @@ impl Lower<'_> {
                 };
                 ic(self, c, r, z)
             }
-            (_, C::e | C::ne | C::s | C::ns) => {
+            (
+                FlagOp::Add
+                | FlagOp::Inc
+                | FlagOp::Dec
+                | FlagOp::Adc
+                | FlagOp::Sbb
+                | FlagOp::Shl(_)
+                | FlagOp::Shr(_)
+                | FlagOp::Sar(_),
+                C::e | C::ne | C::s | C::ns,
+            ) => {
                 let r = sized(self, p.res);
                 let z = self.narrow_zero(p.size);
                 let c = match cc {

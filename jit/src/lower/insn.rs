@@ -11,11 +11,12 @@ use super::flags::FlagOp;
 use super::{Lower, Rip};
 use crate::frame::ret;
 use crate::helpers;
-use cranelift_codegen::ir::{condcodes::IntCC, InstBuilder, Value};
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::mmu::is_canonical;
 use lockstep_interp::operand::{gpr_ref, mask, op_size};
+use lockstep_interp::state::flags::{CF, OF, STATUS};
 use lockstep_interp::state::reg;
 
 /// What lowering did with an instruction.
@@ -64,7 +65,9 @@ pub fn is_native(d: &DecodedInsn) -> bool {
 #[derive(Clone, Copy)]
 enum Kind {
     Mov,
-    MovExt { signed: bool },
+    MovExt {
+        signed: bool,
+    },
     Lea,
     Alu(FlagOp, bool /* writes dest */),
     IncDec(FlagOp),
@@ -74,6 +77,25 @@ enum Kind {
     Jmp,
     Call,
     Ret,
+    /// JMP/CALL r/m64.
+    Indirect {
+        call: bool,
+    },
+    /// ALU op with a memory destination and a register/immediate source.
+    AluMem(FlagOp, bool /* writes dest */),
+    /// INC/DEC/NEG/NOT of a register or memory.
+    Unary(Mnemonic),
+    /// SHL/SHR/SAR/ROL/ROR of a register by an immediate.
+    ShiftImm,
+    /// IMUL r, r/m [, imm].
+    Imul,
+    Setcc,
+    Cmovcc,
+    Xchg,
+    Nop,
+    /// CWDE/CDQE (sign-extend the accumulator's low half), CDQ/CQO (sign into rDX).
+    Cbw(u8),
+    Cwd(u8),
 }
 
 /// Which lowering applies, if any.
@@ -109,38 +131,121 @@ fn classify(ins: &Instruction) -> Option<Kind> {
             }
             Kind::Lea
         }
-        Mnemonic::Add | Mnemonic::Sub | Mnemonic::And | Mnemonic::Or | Mnemonic::Xor => {
-            if !(reg_op(ins, 0) && src_ok(ins)) {
+        Mnemonic::Add
+        | Mnemonic::Sub
+        | Mnemonic::And
+        | Mnemonic::Or
+        | Mnemonic::Xor
+        | Mnemonic::Adc
+        | Mnemonic::Sbb
+        | Mnemonic::Cmp
+        | Mnemonic::Test => {
+            if ins.op_count() != 2 {
                 return None;
             }
             let op = match ins.mnemonic() {
                 Mnemonic::Add => FlagOp::Add,
-                Mnemonic::Sub => FlagOp::Sub,
+                Mnemonic::Sub | Mnemonic::Cmp => FlagOp::Sub,
+                Mnemonic::Adc => FlagOp::Adc,
+                Mnemonic::Sbb => FlagOp::Sbb,
                 _ => FlagOp::Logic,
             };
-            Kind::Alu(op, true)
-        }
-        Mnemonic::Cmp | Mnemonic::Test => {
-            if !(reg_op(ins, 0) && src_ok(ins)) {
-                return None;
-            }
-            let op = if ins.mnemonic() == Mnemonic::Cmp {
-                FlagOp::Sub
+            let writes = !matches!(ins.mnemonic(), Mnemonic::Cmp | Mnemonic::Test);
+            if reg_op(ins, 0) && src_ok(ins) {
+                Kind::Alu(op, writes)
+            } else if mem_op(ins, 0) && (reg_op(ins, 1) || imm(ins, 1).is_some()) {
+                Kind::AluMem(op, writes)
             } else {
-                FlagOp::Logic
-            };
-            Kind::Alu(op, false)
-        }
-        Mnemonic::Inc | Mnemonic::Dec => {
-            if !reg_op(ins, 0) {
                 return None;
             }
+        }
+        Mnemonic::Inc | Mnemonic::Dec if reg_op(ins, 0) => {
             Kind::IncDec(if ins.mnemonic() == Mnemonic::Inc {
                 FlagOp::Inc
             } else {
                 FlagOp::Dec
             })
         }
+        Mnemonic::Inc | Mnemonic::Dec | Mnemonic::Neg | Mnemonic::Not => {
+            if !(reg_op(ins, 0) || mem_op(ins, 0)) {
+                return None;
+            }
+            Kind::Unary(ins.mnemonic())
+        }
+        Mnemonic::Shl
+        | Mnemonic::Sal
+        | Mnemonic::Shr
+        | Mnemonic::Sar
+        | Mnemonic::Rol
+        | Mnemonic::Ror => {
+            if !(reg_op(ins, 0) && ins.op1_kind() == OpKind::Immediate8) {
+                return None;
+            }
+            let size = op_size(ins, 0) as u32;
+            let c = ins.immediate8() as u32 & if size == 8 { 63 } else { 31 };
+            // Shifts by the width or more (8/16-bit forms) stay with the interpreter.
+            if c >= size * 8 && !matches!(ins.mnemonic(), Mnemonic::Rol | Mnemonic::Ror) {
+                return None;
+            }
+            Kind::ShiftImm
+        }
+        Mnemonic::Imul if ins.op_count() >= 2 => {
+            if !(reg_op(ins, 0) && (reg_op(ins, 1) || mem_op(ins, 1))) {
+                return None;
+            }
+            if ins.op_count() == 3 && imm(ins, 2).is_none() {
+                return None;
+            }
+            Kind::Imul
+        }
+        Mnemonic::Seto
+        | Mnemonic::Setno
+        | Mnemonic::Setb
+        | Mnemonic::Setae
+        | Mnemonic::Sete
+        | Mnemonic::Setne
+        | Mnemonic::Setbe
+        | Mnemonic::Seta
+        | Mnemonic::Sets
+        | Mnemonic::Setns
+        | Mnemonic::Setp
+        | Mnemonic::Setnp
+        | Mnemonic::Setl
+        | Mnemonic::Setge
+        | Mnemonic::Setle
+        | Mnemonic::Setg => {
+            if !(reg_op(ins, 0) || mem_op(ins, 0)) {
+                return None;
+            }
+            Kind::Setcc
+        }
+        Mnemonic::Cmovo
+        | Mnemonic::Cmovno
+        | Mnemonic::Cmovb
+        | Mnemonic::Cmovae
+        | Mnemonic::Cmove
+        | Mnemonic::Cmovne
+        | Mnemonic::Cmovbe
+        | Mnemonic::Cmova
+        | Mnemonic::Cmovs
+        | Mnemonic::Cmovns
+        | Mnemonic::Cmovp
+        | Mnemonic::Cmovnp
+        | Mnemonic::Cmovl
+        | Mnemonic::Cmovge
+        | Mnemonic::Cmovle
+        | Mnemonic::Cmovg => {
+            if !(reg_op(ins, 0) && (reg_op(ins, 1) || mem_op(ins, 1))) {
+                return None;
+            }
+            Kind::Cmovcc
+        }
+        Mnemonic::Xchg if reg_op(ins, 0) && reg_op(ins, 1) => Kind::Xchg,
+        Mnemonic::Nop | Mnemonic::Endbr64 => Kind::Nop,
+        Mnemonic::Cwde => Kind::Cbw(4),
+        Mnemonic::Cdqe => Kind::Cbw(8),
+        Mnemonic::Cdq => Kind::Cwd(4),
+        Mnemonic::Cqo => Kind::Cwd(8),
         Mnemonic::Push if ins.code() == Code::Push_r64 => Kind::Push,
         Mnemonic::Pop if ins.code() == Code::Pop_r64 => Kind::Pop,
         _ => match ins.code() {
@@ -149,6 +254,13 @@ fn classify(ins: &Instruction) -> Option<Kind> {
             }
             Code::Call_rel32_64 if is_canonical(ins.near_branch_target()) => Kind::Call,
             Code::Retnq | Code::Retnq_imm16 => Kind::Ret,
+            Code::Jmp_rm64 | Code::Call_rm64
+                if (ins.op0_kind() == OpKind::Register && reg_op(ins, 0)) || mem_op(ins, 0) =>
+            {
+                Kind::Indirect {
+                    call: ins.code() == Code::Call_rm64,
+                }
+            }
             _ if ins.flow_control() == FlowControl::ConditionalBranch
                 && ins.op0_kind() == OpKind::NearBranch64
                 && matches!(
@@ -193,6 +305,69 @@ fn read_src(l: &mut Lower, ins: &Instruction, n: u32, size: u8) -> Value {
     }
 }
 
+/// The result of ALU operation `m` (`op` says how it sets the flags) on the size-masked `a`
+/// and `b`, zero-extended; records the flags.
+fn alu(l: &mut Lower, m: Mnemonic, op: FlagOp, a: Value, b: Value, size: u8) -> Value {
+    let (r, cin) = alu_value(l, m, op, a, b, size);
+    l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
+    r
+}
+
+/// [`alu`] without recording the flags: (result, carry in of ADC/SBB). A memory destination
+/// records them only after its store succeeded (a faulting store changes no flag).
+fn alu_value(
+    l: &mut Lower,
+    m: Mnemonic,
+    op: FlagOp,
+    a: Value,
+    b: Value,
+    size: u8,
+) -> (Value, Option<Value>) {
+    let mut cin = None;
+    let r = match (m, op) {
+        (_, FlagOp::Add) => l.b.ins().iadd(a, b),
+        (_, FlagOp::Sub) => l.b.ins().isub(a, b),
+        (_, FlagOp::Adc | FlagOp::Sbb) => {
+            let c = l.cond(iced_x86::ConditionCode::b);
+            let c = l.b.ins().uextend(types::I64, c);
+            cin = Some(c);
+            if op == FlagOp::Adc {
+                let t = l.b.ins().iadd(a, b);
+                l.b.ins().iadd(t, c)
+            } else {
+                let t = l.b.ins().isub(a, b);
+                l.b.ins().isub(t, c)
+            }
+        }
+        (Mnemonic::Or, _) => l.b.ins().bor(a, b),
+        (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
+        _ => l.b.ins().band(a, b),
+    };
+    (l.zext(r, size), cin)
+}
+
+/// #GP(0) at the current instruction (nothing of it done) when `target` is not canonical.
+fn gp_if_noncanonical(l: &mut Lower, target: Value) {
+    let t = l.b.ins().ishl_imm_s(target, 16);
+    let t = l.b.ins().sshr_imm_s(t, 16);
+    let bad = l.b.ins().icmp(IntCC::NotEqual, t, target);
+    let gp = l.b.create_block();
+    let ok = l.b.create_block();
+    l.b.set_cold_block(gp);
+    l.b.ins().brif(bad, gp, &[], ok, &[]);
+    l.b.seal_block(gp);
+    l.b.seal_block(ok);
+    l.b.switch_to_block(gp);
+    let f = l.iconst(helpers::raise as *const () as u64);
+    let kind = l.iconst(0);
+    let frame = l.frame;
+    l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
+    let ip = l.ins_ip;
+    let code = l.b.ins().iconst(types::I32, ret::STOP as i64);
+    l.emit_exit_code(Some(Rip::Const(ip)), code);
+    l.b.switch_to_block(ok);
+}
+
 /// Lower `d` natively if the subset covers it.
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
     let ins = &d.ins;
@@ -230,18 +405,217 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let size = op_size(ins, 0);
             let b = read_src(l, ins, 1, size);
             let a = l.read_reg(ins.op0_register());
-            let r = match (ins.mnemonic(), op) {
-                (_, FlagOp::Add) => l.b.ins().iadd(a, b),
-                (_, FlagOp::Sub) => l.b.ins().isub(a, b),
-                (Mnemonic::Or, _) => l.b.ins().bor(a, b),
-                (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
-                _ => l.b.ins().band(a, b),
-            };
-            let r = l.zext(r, size);
+            let r = alu(l, ins.mnemonic(), op, a, b, size);
             if writes {
                 l.write_reg(ins.op0_register(), r);
             }
-            l.set_flags(op, a, b, r, size);
+            l.retire();
+        }
+        Kind::AluMem(op, writes) => {
+            let size = op_size(ins, 0);
+            let b = read_src(l, ins, 1, size);
+            let addr = l.mem_addr(ins);
+            let a = if writes {
+                l.load_rmw(addr, size)
+            } else {
+                l.load(addr, size)
+            };
+            let (r, cin) = alu_value(l, ins.mnemonic(), op, a, b, size);
+            let st = writes.then(|| l.store(addr, size, r));
+            // Flags change only once the store has succeeded.
+            l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
+            l.retire();
+            if let Some(st) = st {
+                l.smc_exit_if(st);
+            }
+        }
+        Kind::Unary(m) => {
+            let size = op_size(ins, 0);
+            let mem = ins.op0_kind() == OpKind::Memory;
+            let addr = mem.then(|| l.mem_addr(ins));
+            let a = match addr {
+                Some(addr) => l.load_rmw(addr, size),
+                None => l.read_reg(ins.op0_register()),
+            };
+            // (result, flag record: op, a, b) — recorded after the store (precise faults).
+            let (r, rec) = match m {
+                Mnemonic::Inc | Mnemonic::Dec => {
+                    let one = l.iconst(1);
+                    let (op, r) = if m == Mnemonic::Inc {
+                        (FlagOp::Inc, l.b.ins().iadd(a, one))
+                    } else {
+                        (FlagOp::Dec, l.b.ins().isub(a, one))
+                    };
+                    (l.zext(r, size), Some((op, a, one)))
+                }
+                Mnemonic::Neg => {
+                    let zero = l.iconst(0);
+                    let r = l.b.ins().isub(zero, a);
+                    (l.zext(r, size), Some((FlagOp::Sub, zero, a)))
+                }
+                _ => {
+                    let r = l.b.ins().bnot(a);
+                    (l.zext(r, size), None)
+                }
+            };
+            let st = match addr {
+                Some(addr) => Some(l.store(addr, size, r)),
+                None => {
+                    l.write_reg(ins.op0_register(), r);
+                    None
+                }
+            };
+            if let Some((op, x, y)) = rec {
+                l.set_flags(op, x, y, r, size);
+            }
+            l.retire();
+            if let Some(st) = st {
+                l.smc_exit_if(st);
+            }
+        }
+        Kind::ShiftImm => {
+            let size = op_size(ins, 0);
+            let w = size as u32 * 8;
+            let c = ins.immediate8() as u32 & if size == 8 { 63 } else { 31 };
+            let a = l.read_reg(ins.op0_register());
+            let r = if c == 0 {
+                // A masked count of 0 changes no flag; the register is still written.
+                a
+            } else {
+                let m = ins.mnemonic();
+                let (op, r, written) = match m {
+                    Mnemonic::Shl | Mnemonic::Sal => {
+                        let r = l.b.ins().ishl_imm_s(a, c as i64);
+                        (FlagOp::Shl(c as u8), l.zext(r, size), STATUS)
+                    }
+                    Mnemonic::Shr => (
+                        FlagOp::Shr(c as u8),
+                        l.b.ins().ushr_imm_s(a, c as i64),
+                        STATUS,
+                    ),
+                    Mnemonic::Sar => {
+                        let sa = l.sext(a, size);
+                        let r = l.b.ins().sshr_imm_s(sa, c as i64);
+                        (FlagOp::Sar(c as u8), l.zext(r, size), STATUS)
+                    }
+                    _ => {
+                        // Rotate by c mod width; OF only for a count of 1 (host: a register
+                        // rotate by an imm8 > 1 leaves OF alone).
+                        let e = c % w;
+                        let n = l.narrow(a, size);
+                        let r = if m == Mnemonic::Rol {
+                            l.b.ins().rotl_imm_s(n, e as i64)
+                        } else {
+                            l.b.ins().rotr_imm_s(n, e as i64)
+                        };
+                        let r = if size == 8 {
+                            r
+                        } else {
+                            l.b.ins().uextend(types::I64, r)
+                        };
+                        let fl = if c == 1 { CF | OF } else { CF };
+                        let op = if m == Mnemonic::Rol {
+                            FlagOp::Rol
+                        } else {
+                            FlagOp::Ror
+                        };
+                        (op, r, fl)
+                    }
+                };
+                l.set_flags_masked(op, a, a, r, size, written, None);
+                r
+            };
+            l.write_reg(ins.op0_register(), r);
+            l.retire();
+        }
+        Kind::Imul => {
+            let size = op_size(ins, 0);
+            let (a, b) = if ins.op_count() == 3 {
+                let a = read_src(l, ins, 1, size);
+                (a, l.iconst(imm(ins, 2).unwrap_or(0) & mask(size)))
+            } else {
+                let b = read_src(l, ins, 1, size);
+                (l.read_reg(ins.op0_register()), b)
+            };
+            // Overflow: the full signed product differs from the sign-extended low half.
+            let (lo, ovf) = if size == 8 {
+                let lo = l.b.ins().imul(a, b);
+                let hi = l.b.ins().smulhi(a, b);
+                let sign = l.b.ins().sshr_imm_s(lo, 63);
+                let o = l.b.ins().icmp(IntCC::NotEqual, hi, sign);
+                (lo, o)
+            } else {
+                let sa = l.sext(a, size);
+                let sb = l.sext(b, size);
+                let p = l.b.ins().imul(sa, sb);
+                let lo = l.zext(p, size);
+                let slo = l.sext(p, size);
+                let o = l.b.ins().icmp(IntCC::NotEqual, p, slo);
+                (lo, o)
+            };
+            let ovf = l.b.ins().uextend(types::I64, ovf);
+            l.set_flags(FlagOp::Mul, a, ovf, lo, size);
+            l.write_reg(ins.op0_register(), lo);
+            l.retire();
+        }
+        Kind::Setcc => {
+            let c = l.cond(ins.condition_code());
+            let v = l.b.ins().uextend(types::I64, c);
+            if ins.op0_kind() == OpKind::Memory {
+                let addr = l.mem_addr(ins);
+                let st = l.store(addr, 1, v);
+                l.retire();
+                l.smc_exit_if(st);
+            } else {
+                l.write_reg(ins.op0_register(), v);
+                l.retire();
+            }
+        }
+        Kind::Cmovcc => {
+            let size = op_size(ins, 0);
+            let src = read_src(l, ins, 1, size);
+            let old = l.read_reg(ins.op0_register());
+            let c = l.cond(ins.condition_code());
+            let v = l.b.ins().select(c, src, old);
+            l.write_reg(ins.op0_register(), v);
+            l.retire();
+        }
+        Kind::Xchg => {
+            let a = l.read_reg(ins.op0_register());
+            let b = l.read_reg(ins.op1_register());
+            l.write_reg(ins.op0_register(), b);
+            l.write_reg(ins.op1_register(), a);
+            l.retire();
+        }
+        Kind::Nop => l.retire(),
+        Kind::Cbw(size) => {
+            let half = size / 2;
+            let a = l.gpr(reg::RAX);
+            let v = l.sext(a, half);
+            let v = l.zext(v, size);
+            l.write_reg(
+                if size == 8 {
+                    Register::RAX
+                } else {
+                    Register::EAX
+                },
+                v,
+            );
+            l.retire();
+        }
+        Kind::Cwd(size) => {
+            let a = l.gpr(reg::RAX);
+            let sa = l.sext(a, size);
+            let v = l.b.ins().sshr_imm_s(sa, 63);
+            let v = l.zext(v, size);
+            l.write_reg(
+                if size == 8 {
+                    Register::RDX
+                } else {
+                    Register::EDX
+                },
+                v,
+            );
             l.retire();
         }
         Kind::IncDec(op) => {
@@ -296,26 +670,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let rsp = l.gpr(reg::RSP);
             let target = l.load(super::mem::Addr { lin: rsp, ss: true }, 8);
             // Non-canonical target: #GP(0) at the RET, before RSP moves.
-            let t = l.b.ins().ishl_imm_s(target, 16);
-            let t = l.b.ins().sshr_imm_s(t, 16);
-            let bad = l.b.ins().icmp(IntCC::NotEqual, t, target);
-            let gp = l.b.create_block();
-            let ok = l.b.create_block();
-            l.b.set_cold_block(gp);
-            l.b.ins().brif(bad, gp, &[], ok, &[]);
-            l.b.seal_block(gp);
-            l.b.seal_block(ok);
-            l.b.switch_to_block(gp);
-            let f = l.iconst(helpers::raise as *const () as u64);
-            let kind = l.iconst(0);
-            let frame = l.frame;
-            l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
-            let ip = l.ins_ip;
-            let code =
-                l.b.ins()
-                    .iconst(cranelift_codegen::ir::types::I32, ret::STOP as i64);
-            l.emit_exit_code(Some(Rip::Const(ip)), code);
-            l.b.switch_to_block(ok);
+            gp_if_noncanonical(l, target);
             let extra = if ins.op_count() > 0 {
                 ins.immediate16() as i64
             } else {
@@ -323,6 +678,26 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             };
             let new = l.b.ins().iadd_imm_s(rsp, 8 + extra);
             l.set_gpr(reg::RSP, new);
+            l.retire();
+            l.end_block(Rip::Dyn(target));
+            return Outcome::Ended;
+        }
+        Kind::Indirect { call } => {
+            let target = if ins.op0_kind() == OpKind::Memory {
+                let a = l.mem_addr(ins);
+                l.load(a, 8)
+            } else {
+                l.read_reg(ins.op0_register())
+            };
+            gp_if_noncanonical(l, target);
+            if call {
+                let rsp = l.gpr(reg::RSP);
+                let new = l.b.ins().iadd_imm_s(rsp, -8);
+                let ret_addr = l.iconst(ins.next_ip());
+                // A store into code ends the block anyway: the exit below is the same.
+                let _ = l.store(super::mem::Addr { lin: new, ss: true }, 8, ret_addr);
+                l.set_gpr(reg::RSP, new);
+            }
             l.retire();
             l.end_block(Rip::Dyn(target));
             return Outcome::Ended;

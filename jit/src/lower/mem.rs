@@ -4,7 +4,7 @@
 
 use super::{guest_mem, host_mem, Lower};
 use crate::frame::{seg_base_off, Frame};
-use crate::helpers::{self, INFO_SS};
+use crate::helpers::{self, INFO_RMW, INFO_SS};
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::{Instruction, Register};
 use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
@@ -218,6 +218,17 @@ impl Lower<'_> {
     /// Load `size` bytes at `a` (zero-extended). A fault leaves the block with RIP at the
     /// current instruction.
     pub fn load(&mut self, a: Addr, size: u8) -> Value {
+        self.load_x(a, size, false)
+    }
+
+    /// Load the destination of a read-modify-write: the slow path checks writability first
+    /// (`Ctx::read_rmw`), like the interpreter's `read_op_rmw`; store the result with
+    /// [`Lower::store`].
+    pub fn load_rmw(&mut self, a: Addr, size: u8) -> Value {
+        self.load_x(a, size, true)
+    }
+
+    fn load_x(&mut self, a: Addr, size: u8, rmw: bool) -> Value {
         let (tr, _, ram) = self.mem_base();
         let (ok, entry) = self.tlb_probe(tr, a.lin, size);
         let fast = self.b.create_block();
@@ -241,7 +252,8 @@ impl Lower<'_> {
 
         self.b.switch_to_block(slow);
         self.slow_load = true;
-        let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
+        let info = size as u64 | if a.ss { INFO_SS } else { 0 } | if rmw { INFO_RMW } else { 0 };
+        let info = self.iconst(info);
         let f = self.iconst(helpers::load as *const () as u64);
         let frame = self.frame;
         let call = self

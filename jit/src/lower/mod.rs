@@ -23,6 +23,11 @@ use lockstep_interp::decode::{Block, DecodedInsn};
 
 pub use insn::is_native;
 
+/// Most natively lowered memory-operand instructions per block, and of those, most
+/// read-modify-writes (see `lower_block`).
+const MAX_NATIVE_MEM: usize = 32;
+const MAX_NATIVE_RMW: usize = 8;
+
 /// Index of the RFLAGS variable (after the 16 GPRs).
 const RFLAGS: usize = 16;
 
@@ -164,11 +169,28 @@ pub fn lower_block(
     };
     let n = block.insns.len();
     let mut ended = false;
+    // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path and
+    // fault exits; past a per-block cap (only reached by pathological blocks, e.g. runs of
+    // `add [rax], al` in zero-filled memory) the rest go through the trampoline, which bounds
+    // the IR size and so the compile time.
+    let mut mem_ops = 0usize;
+    let mut rmw_ops = 0usize;
     for (i, d) in block.insns.iter().enumerate() {
         l.ins_ip = d.ins.ip();
         l.next_ip = d.ins.next_ip();
         l.slow_load = false;
-        let outcome = if native {
+        let has_mem = (0..d.ins.op_count()).any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
+            && !matches!(
+                d.ins.mnemonic(),
+                iced_x86::Mnemonic::Lea | iced_x86::Mnemonic::Nop
+            );
+        let rmw = has_mem
+            && d.ins.op0_kind() == iced_x86::OpKind::Memory
+            && d.ins.mnemonic() != iced_x86::Mnemonic::Mov;
+        mem_ops += has_mem as usize;
+        rmw_ops += rmw as usize;
+        let within_cap = mem_ops <= MAX_NATIVE_MEM && rmw_ops <= MAX_NATIVE_RMW;
+        let outcome = if native && (within_cap || !has_mem) {
             insn::lower(&mut l, d)
         } else {
             insn::Outcome::NotNative
