@@ -594,7 +594,8 @@ impl Build<'_> {
             | Kind::Xsave { .. }
             | Kind::AfterSave { .. }
             | Kind::LoadCtl { .. }
-            | Kind::X87Domain { .. } => self.simd_form(form),
+            | Kind::X87Domain { .. }
+            | Kind::Xgetbv => self.simd_form(form),
         }
     }
 }
