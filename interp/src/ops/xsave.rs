@@ -215,7 +215,12 @@ fn store_components(st: &CpuState, area: &mut [u8; MAX_SIZE], save: u64, mxcsr: 
 /// values); MXCSR if RFBM[1] or RFBM[2]; XSTATE_BV[i] = XINUSE[i] for i in RFBM, other bits and
 /// the rest of the header unchanged.
 pub fn xsave_area(st: &CpuState, area: &mut [u8; MAX_SIZE], rfbm: u64, rex_w: bool) {
-    store_components(st, area, rfbm, rfbm & (SSE | AVX) != 0, rex_w);
+    xsave_area_some(st, area, rfbm, rfbm, rex_w);
+}
+
+/// XSAVE's image with only the components in `write` stored (XSAVEOPT: those in use).
+fn xsave_area_some(st: &CpuState, area: &mut [u8; MAX_SIZE], rfbm: u64, write: u64, rex_w: bool) {
+    store_components(st, area, write, rfbm & (SSE | AVX) != 0, rex_w);
     let bv = get_u64(area, HEADER);
     put_u64(area, HEADER, (bv & !rfbm) | (xinuse(st) & rfbm));
 }
@@ -334,16 +339,36 @@ fn read_area(x: &mut Ctx, a: u64, first: usize, len: usize) -> Result<[u8; MAX_S
     Ok(area)
 }
 
-/// XSAVE/XSAVE64 and XSAVEOPT/XSAVEOPT64. XSAVEOPT is XSAVE here: the SDM allows it to skip
-/// unmodified or unused components but does not require it.
+/// XSAVE/XSAVE64 and XSAVEOPT/XSAVEOPT64. XSAVEOPT uses the init optimisation as this host
+/// does: a component not in use (XINUSE, derived from values here) is not written, only its
+/// XSTATE_BV bit cleared (MXCSR is still written with RFBM[1] or RFBM[2]); seen on the host
+/// after VZEROALL. The modified optimisation (skipping components unchanged since an XRSTOR
+/// from the same area) is not modelled: the skipped bytes would hold the same values anyway,
+/// unless that XRSTOR initialised the component.
 fn xsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = area_addr(x, ins)?;
     let rfbm = rfbm(&x.cpu.state);
     let len = extent(rfbm);
-    let first = first_touched(rfbm);
+    let opt = matches!(ins.mnemonic(), Mnemonic::Xsaveopt | Mnemonic::Xsaveopt64);
+    let write = if opt {
+        rfbm & xinuse(&x.cpu.state)
+    } else {
+        rfbm
+    };
+    let first = if write & X87 != 0 {
+        0
+    } else {
+        first_touched(rfbm & !X87)
+    };
     probe_save(x, a, rfbm, first)?;
     let mut area = read_area(x, a, first, len)?;
-    xsave_area(&x.cpu.state, &mut area, rfbm, is_rex_w(ins.mnemonic()));
+    xsave_area_some(
+        &x.cpu.state,
+        &mut area,
+        rfbm,
+        write,
+        is_rex_w(ins.mnemonic()),
+    );
     x.write_bytes(a.wrapping_add(first as u64), &area[first..len])?;
     Ok(())
 }
