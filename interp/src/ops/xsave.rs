@@ -378,8 +378,9 @@ fn xsavec(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let a = area_addr(x, ins)?;
     let rfbm = rfbm(&x.cpu.state);
     let len = extent(rfbm);
-    // The lowest byte written is that of the first component saved (in use: see xsavec_area).
-    let first = first_touched(xsavec_set(&x.cpu.state, rfbm));
+    // The lowest byte written is that of the first component saved (in use: see xsavec_area);
+    // MXCSR (24) only with SSE, so AVX alone starts at the header.
+    let first = first_touched(xsavec_set(&x.cpu.state, rfbm) & (X87 | SSE));
     probe_save(x, a, rfbm, first)?;
     let mut area = read_area(x, a, first, len)?;
     xsavec_area(&x.cpu.state, &mut area, rfbm, is_rex_w(ins.mnemonic()));
