@@ -116,5 +116,8 @@ fn xinuse_readers_do_not_follow_a_clearer_with_a_form_between() {
     assert!(!xinuse_hazard(&forms, &[add, zall, getbv]));
     assert!(!xinuse_hazard(&forms, &[xsave, zall, add]));
     assert!(xinuse_hazard(&forms, &[zall, add, xsave]));
-    assert!(xinuse_hazard(&forms, &[idx("Xrstor64_mem"), add, add, getbv]));
+    assert!(xinuse_hazard(
+        &forms,
+        &[idx("Xrstor64_mem"), add, add, getbv]
+    ));
 }
