@@ -119,6 +119,11 @@ pub enum Kind {
     X87Domain {
         max: u64,
     },
+    /// XGETBV: `mov ecx, sel` (0 mostly, 1 for XINUSE, or an invalid selector: #GP), XGETBV,
+    /// then `and eax, 7`: the host's XCR0 (0x600e7 under Linux: AVX-512 and AMX enabled) is not
+    /// the model's (x87 | SSE | AVX), so only the model's components are compared; EDX (bits
+    /// 63:32) is 0 on both sides.
+    Xgetbv,
 }
 
 /// Register roles a form needs reserved for the whole case.

@@ -1,7 +1,8 @@
 //! Builders for the SIMD/x87 forms that need more than random operands: AVX2 gathers (VSIB
 //! operands whose index and mask registers are prepared in the case's initial state),
-//! MASKMOVQ/MASKMOVDQU through RDI, XSAVE/XRSTOR with EDX:EAX set, state loads after their
-//! saves, and LDMXCSR/FLDCW after a store of a sensible value.
+//! MASKMOVQ/MASKMOVDQU through RDI, XSAVE/XRSTOR with EDX:EAX set, XGETBV with ECX set and
+//! EAX masked, state loads after their saves, and LDMXCSR/FLDCW after a store of a sensible
+//! value.
 
 use super::forms::{Form, Kind, Op};
 use super::gen::{make, Build, Item, RDI, V};
@@ -252,6 +253,34 @@ impl Build<'_> {
         Some(items.into_iter().map(Self::fixed).collect())
     }
 
+    /// `mov ecx, sel ; xgetbv ; and eax, 7` (see [`Kind::Xgetbv`]). Selector 1 (XCR0 & XINUSE)
+    /// agrees as long as the model's value-derived XINUSE matches the host's per-instruction
+    /// tracking, which it does for the random initial states (docs/floating-point.md).
+    fn xgetbv(&mut self, form: &Form) -> Option<Vec<Item>> {
+        const RCX: usize = 1;
+        if self.reserved & ((1 << RAX) | (1 << RCX) | (1 << RDX)) != 0 {
+            return None;
+        }
+        let sel = match self.rng.below(10) {
+            0..=5 => 0,
+            6..=8 => 1,
+            _ => self.rng.pick(&[2u32, 3, 0x10, 0x8000_0000, 0xffff_ffff]),
+        };
+        let items = [
+            Instruction::with2(Code::Mov_r32_imm32, Register::ECX, sel).ok()?,
+            Instruction::with(form.code),
+            Instruction::with2(Code::And_EAX_imm32, Register::EAX, 7).ok()?,
+        ];
+        let own = (1 << RAX) | (1 << RCX) | (1 << RDX);
+        if !items
+            .iter()
+            .all(|i| Self::encodable(i) && self.writes_ok(i, own))
+        {
+            return None;
+        }
+        Some(items.into_iter().map(Self::fixed).collect())
+    }
+
     /// The instructions of a SIMD form with its own builder.
     pub(super) fn simd_form(&mut self, form: &Form) -> Option<Vec<Item>> {
         match form.kind {
@@ -266,6 +295,7 @@ impl Build<'_> {
             Kind::AfterSave { save, size } => self.after_save(form, save, size),
             Kind::LoadCtl { mxcsr } => self.load_ctl(form, mxcsr),
             Kind::X87Domain { max } => self.x87_domain(form, max),
+            Kind::Xgetbv => self.xgetbv(form),
             _ => None,
         }
     }

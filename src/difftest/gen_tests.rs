@@ -101,3 +101,23 @@ fn transcendentals_only_come_last() {
     }
     assert!(last > 20, "{last}");
 }
+
+#[test]
+fn xinuse_readers_do_not_follow_a_clearer_with_a_form_between() {
+    let forms = table();
+    let idx = |n: &str| forms.iter().position(|f| f.name == n).unwrap();
+    let (zall, xsave, getbv, add) = (
+        idx("VEX_Vzeroall"),
+        idx("Xsave_mem"),
+        idx("Xgetbv"),
+        idx("Paddw_xmm_xmmm128:r"),
+    );
+    assert!(!xinuse_hazard(&forms, &[zall, xsave]));
+    assert!(!xinuse_hazard(&forms, &[add, zall, getbv]));
+    assert!(!xinuse_hazard(&forms, &[xsave, zall, add]));
+    assert!(xinuse_hazard(&forms, &[zall, add, xsave]));
+    assert!(xinuse_hazard(
+        &forms,
+        &[idx("Xrstor64_mem"), add, add, getbv]
+    ));
+}

@@ -58,14 +58,21 @@ pub fn f32_to_f16(a: u32, imm: u8, mx: Mx) -> (u16, u32) {
         imm as u32
     };
     let m = Mx(mx.with_rc(rc).0 & !mxcsr::FTZ);
-    let (r, f) = round_pack::<F16>(widen::<F32>(x), m);
+    let (r, mut f) = round_pack::<F16>(widen::<F32>(x), m);
+    // With UE unmasked, PE follows the arithmetic rule (the result rounded to 11 bits with an
+    // unbounded exponent) for a normal source, but a denormal single (DAZ off) always reports
+    // UE|PE, even an exact one such as 2^-127 (host-measured over all exponents and random
+    // denormals, every RC: `unmasked_underflow_of_a_denormal_source_sets_pe`).
+    if de != 0 && !mx.um() {
+        f |= mxcsr::PE;
+    }
     (r as u16, f | de)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fp::mxcsr::{IE, OE, PE, UE};
+    use crate::fp::mxcsr::{DE, IE, OE, PE, UE};
 
     const M: Mx = Mx(0x1f80);
 
@@ -82,5 +89,30 @@ mod tests {
         assert_eq!(f32_to_f16(0x3300_0001, 3, M), (0x0000, UE | PE));
         assert_eq!(f32_to_f16(0x3300_0001, 4, Mx(0x5f80)), (0x0001, UE | PE));
         assert_eq!(f32_to_f16(0x7f80_0001, 0, M), (0x7e00, IE));
+    }
+
+    /// Measured natively (VCVTPS2PH with UM clear, flags read from the #XM signal frame): a
+    /// normal single reports PE only when inexact at 11 bits with an unbounded exponent, a
+    /// denormal single always UE|PE (with DE).
+    #[test]
+    fn unmasked_underflow_of_a_denormal_source_sets_pe() {
+        let um_clear = Mx(0x1780);
+        // Normal sources, exact at 11 bits: UE alone (2^-126, 1.5 * 2^-20, 2^-15).
+        assert_eq!(f32_to_f16(0x0080_0000, 4, um_clear).1, UE);
+        assert_eq!(f32_to_f16(0x35c0_0000, 4, um_clear).1, UE);
+        assert_eq!(f32_to_f16(0x3800_0000, 4, um_clear).1, UE);
+        // Normal source inexact at 11 bits: UE|PE.
+        assert_eq!(f32_to_f16(0x0080_0001, 4, um_clear).1, UE | PE);
+        // Denormal sources, exact or not: DE|UE|PE (RN, RZ, with FTZ).
+        assert_eq!(f32_to_f16(0x0040_0000, 4, um_clear).1, DE | UE | PE);
+        assert_eq!(f32_to_f16(0x0000_0001, 3, um_clear).1, DE | UE | PE);
+        assert_eq!(f32_to_f16(0x8040_0000, 4, Mx(0x9780)).1, DE | UE | PE);
+        // DAZ: the source is a zero, no flags.
+        assert_eq!(f32_to_f16(0x8040_0000, 4, Mx(0x17c0)), (0x8000, 0));
+        // UM set (masked response): a denormal source is tiny and inexact anyway.
+        assert_eq!(f32_to_f16(0x0040_0000, 4, M), (0, DE | UE | PE));
+        // Unmasked overflow keeps the unbounded rule: 65536 exact, OE alone.
+        assert_eq!(f32_to_f16(0x4780_0000, 4, Mx(0x1b80)).1, OE);
+        assert_eq!(f32_to_f16(0x4780_0800, 4, Mx(0x1b80)).1, OE | PE);
     }
 }

@@ -323,7 +323,9 @@ pub fn fxrstor_image(
     f.ftw = b[4];
     f.fop = u16::from_le_bytes([b[6], b[7]]) & 0x7ff;
     if rex_w {
-        f.fip = q(8);
+        // This host keeps a 57-bit FIP: bits 63:57 are loaded as copies of bit 56 (FXRSTOR64
+        // of 0xe912345678abcdef reads back 0xff12345678abcdef); FDP loads unchanged.
+        f.fip = ((q(8) << 7) as i64 >> 7) as u64;
         f.fdp = q(16);
     } else {
         f.fip = q(8) & 0xffff_ffff;

@@ -14,6 +14,7 @@
 
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
+use crate::mmu::Access;
 use crate::ops::check_no_lock;
 use crate::ops::sse_common::MXCSR_MASK;
 use crate::ops::x87_ctl::{fxrstor_image, fxsave_image};
@@ -123,9 +124,37 @@ fn area_addr(x: &mut Ctx, ins: &Instruction, len: usize, write: bool) -> Result<
     }
     let a = x.mem_addr(ins, len as u64, write)?;
     if a & 63 != 0 {
+        // As FXSAVE: a non-canonical stack-relative (RSP/RBP base) operand is #SS before the
+        // alignment #GP on this host.
+        let long = x.cpu.state.efer & ctl::EFER_LMA != 0;
+        if long && x.ss_operand && !crate::mmu::is_canonical(a) {
+            return Err(Fault::StackFault(0));
+        }
         return Err(Fault::GP0);
     }
     Ok(a)
+}
+
+/// Offset of the lowest byte an operation on the components in `set` touches: 0 with x87,
+/// 24 (MXCSR) with SSE or AVX, else the header.
+fn first_touched(set: u64) -> usize {
+    if set & X87 != 0 {
+        0
+    } else if set & (SSE | AVX) != 0 {
+        24
+    } else {
+        HEADER
+    }
+}
+
+/// The page checks before an XSAVE* writes (this host, measured with the area running into an
+/// unmapped page at every 64-byte offset and every RFBM): the last byte of the extent RFBM
+/// selects (575, or 831 with AVX), then the first byte touched; a #PF reports that byte. The
+/// area (at most 832 bytes) spans at most two pages, so this covers every byte written.
+fn probe_save(x: &mut Ctx, a: u64, rfbm: u64, first: usize) -> Result<(), Fault> {
+    x.translate(a.wrapping_add(extent(rfbm) as u64 - 1), Access::Write)?;
+    x.translate(a.wrapping_add(first as u64), Access::Write)?;
+    Ok(())
 }
 
 /// Requested-feature bitmap: EDX:EAX & XCR0.
@@ -187,7 +216,12 @@ fn store_components(st: &CpuState, area: &mut [u8; MAX_SIZE], save: u64, mxcsr: 
 /// values); MXCSR if RFBM[1] or RFBM[2]; XSTATE_BV[i] = XINUSE[i] for i in RFBM, other bits and
 /// the rest of the header unchanged.
 pub fn xsave_area(st: &CpuState, area: &mut [u8; MAX_SIZE], rfbm: u64, rex_w: bool) {
-    store_components(st, area, rfbm, rfbm & (SSE | AVX) != 0, rex_w);
+    xsave_area_some(st, area, rfbm, rfbm, rex_w);
+}
+
+/// XSAVE's image with only the components in `write` stored (XSAVEOPT: those in use).
+fn xsave_area_some(st: &CpuState, area: &mut [u8; MAX_SIZE], rfbm: u64, write: u64, rex_w: bool) {
+    store_components(st, area, write, rfbm & (SSE | AVX) != 0, rex_w);
     let bv = get_u64(area, HEADER);
     put_u64(area, HEADER, (bv & !rfbm) | (xinuse(st) & rfbm));
 }
@@ -196,14 +230,19 @@ pub fn xsave_area(st: &CpuState, area: &mut [u8; MAX_SIZE], rfbm: u64, rex_w: bo
 /// MXCSR is not 1F80 (this host; MXCSR is written only with SSE). XSTATE_BV = saved set,
 /// XCOMP_BV = RFBM | bit 63, header bytes 16..63 unchanged.
 pub fn xsavec_area(st: &CpuState, area: &mut [u8; MAX_SIZE], rfbm: u64, rex_w: bool) {
+    let save = xsavec_set(st, rfbm);
+    store_components(st, area, save, save & SSE != 0, rex_w);
+    put_u64(area, HEADER, save);
+    put_u64(area, HEADER + 8, rfbm | COMPACTED);
+}
+
+/// The components XSAVEC writes: those of RFBM in use, SSE also when MXCSR is not 1F80.
+fn xsavec_set(st: &CpuState, rfbm: u64) -> u64 {
     let mut inuse = xinuse(st);
     if st.mxcsr != MXCSR_INIT {
         inuse |= SSE;
     }
-    let save = inuse & rfbm;
-    store_components(st, area, save, save & SSE != 0, rex_w);
-    put_u64(area, HEADER, save);
-    put_u64(area, HEADER + 8, rfbm | COMPACTED);
+    inuse & rfbm
 }
 
 /// XRSTOR on an area image: header checks (#GP), then load or initialise each component in
@@ -293,25 +332,45 @@ fn is_rex_w(m: Mnemonic) -> bool {
     matches!(m, Xsave64 | Xsaveopt64 | Xsavec64 | Xrstor64)
 }
 
-/// Read the bytes an operation touches (checked writable first), with the rest zero.
-fn read_area(x: &mut Ctx, a: u64, len: usize, write: bool) -> Result<[u8; MAX_SIZE], Fault> {
+/// Read bytes `first..len` of the area (the pages were checked before), the rest zero.
+fn read_area(x: &mut Ctx, a: u64, first: usize, len: usize) -> Result<[u8; MAX_SIZE], Fault> {
     let mut area = [0u8; MAX_SIZE];
-    if write {
-        x.probe_write(a, len as u64)?;
-    }
-    x.read_bytes(a, &mut area[..len])?;
+    let first = first.min(len);
+    x.read_bytes(a.wrapping_add(first as u64), &mut area[first..len])?;
     Ok(area)
 }
 
-/// XSAVE/XSAVE64 and XSAVEOPT/XSAVEOPT64. XSAVEOPT is XSAVE here: the SDM allows it to skip
-/// unmodified or unused components but does not require it.
+/// XSAVE/XSAVE64 and XSAVEOPT/XSAVEOPT64. XSAVEOPT uses the init optimisation as this host
+/// does: a component not in use (XINUSE, derived from values here) is not written, only its
+/// XSTATE_BV bit cleared (MXCSR is still written with RFBM[1] or RFBM[2]); seen on the host
+/// after VZEROALL. The modified optimisation (skipping components unchanged since an XRSTOR
+/// from the same area) is not modelled: the skipped bytes would hold the same values anyway,
+/// unless that XRSTOR initialised the component.
 fn xsave(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let rfbm = rfbm(&x.cpu.state);
     let len = extent(rfbm);
     let a = area_addr(x, ins, len, true)?;
-    let mut area = read_area(x, a, len, true)?;
-    xsave_area(&x.cpu.state, &mut area, rfbm, is_rex_w(ins.mnemonic()));
-    x.write_bytes(a, &area[..len])?;
+    let opt = matches!(ins.mnemonic(), Mnemonic::Xsaveopt | Mnemonic::Xsaveopt64);
+    let write = if opt {
+        rfbm & xinuse(&x.cpu.state)
+    } else {
+        rfbm
+    };
+    let first = if write & X87 != 0 {
+        0
+    } else {
+        first_touched(rfbm & !X87)
+    };
+    probe_save(x, a, rfbm, first)?;
+    let mut area = read_area(x, a, first, len)?;
+    xsave_area_some(
+        &x.cpu.state,
+        &mut area,
+        rfbm,
+        write,
+        is_rex_w(ins.mnemonic()),
+    );
+    x.write_bytes(a.wrapping_add(first as u64), &area[first..len])?;
     Ok(())
 }
 
@@ -320,17 +379,35 @@ fn xsavec(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let rfbm = rfbm(&x.cpu.state);
     let len = extent(rfbm);
     let a = area_addr(x, ins, len, true)?;
-    let mut area = read_area(x, a, len, true)?;
+    // The lowest byte written is that of the first component saved (in use: see xsavec_area);
+    // MXCSR (24) only with SSE, so AVX alone starts at the header.
+    let first = first_touched(xsavec_set(&x.cpu.state, rfbm) & (X87 | SSE));
+    probe_save(x, a, rfbm, first)?;
+    let mut area = read_area(x, a, first, len)?;
     xsavec_area(&x.cpu.state, &mut area, rfbm, is_rex_w(ins.mnemonic()));
-    x.write_bytes(a, &area[..len])?;
+    x.write_bytes(a.wrapping_add(first as u64), &area[first..len])?;
     Ok(())
 }
 
 /// XRSTOR/XRSTOR64. Reads the legacy area and header, plus the AVX area when RFBM[2].
+///
+/// Page checks (this host, measured): XCOMP_BV (byte 520) is read first, then the last byte of
+/// the extent (831 when AVX is in RFBM, or in RFBM & XCOMP_BV for the compacted form), then the
+/// first byte of the RFBM components, whatever XSTATE_BV says; all before the header checks.
 fn xrstor(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let rfbm = rfbm(&x.cpu.state);
     let a = area_addr(x, ins, extent(rfbm), false)?;
-    let area = read_area(x, a, extent(rfbm), false)?;
+    let comp = x.read(a.wrapping_add(HEADER as u64 + 8), 8)?;
+    let set = if comp & COMPACTED != 0 {
+        rfbm & comp
+    } else {
+        rfbm
+    };
+    let len = extent(set);
+    x.translate(a.wrapping_add(len as u64 - 1), Access::Read)?;
+    let first = first_touched(rfbm);
+    x.translate(a.wrapping_add(first as u64), Access::Read)?;
+    let area = read_area(x, a, first.min(HEADER), len)?;
     let mut st = x.cpu.state.clone();
     xrstor_area(&mut st, &area, rfbm, is_rex_w(ins.mnemonic()))?;
     x.cpu.state = st;

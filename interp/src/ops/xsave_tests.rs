@@ -430,3 +430,67 @@ mod native {
         assert_eq!(ours[HEADER] & 7, 0);
     }
 }
+
+/// XSAVEOPT after VZEROALL (SSE and AVX in their initial configuration) writes MXCSR and the
+/// XSTATE_BV bits but not the XMM/YMM bytes; XSAVE writes them (host, SIMD difftest seed 11).
+#[test]
+fn xsaveopt_skips_components_not_in_use() {
+    for opt in [false, true] {
+        let mut m = TestMachine::new();
+        m.load(DATA_BASE, &busy_image(7));
+        m.load(OUT, &[0xaa; 1024]);
+        let code = TestMachine::assemble(|a| {
+            a.mov(eax, 7)?;
+            a.xor(edx, edx)?;
+            a.xrstor64(ptr(DATA_BASE))?;
+            a.vzeroall()?;
+            if opt {
+                a.xsaveopt64(ptr(OUT))
+            } else {
+                a.xsave64(ptr(OUT))
+            }
+        });
+        assert_eq!(run(&mut m, &code, 5), ExitReason::Budget);
+        let area = read_area(&m, OUT);
+        let fill = if opt { 0xaa } else { 0 };
+        assert!(area[160..416].iter().all(|&b| b == fill), "opt {opt}");
+        assert!(area[AVX_OFFSET..].iter().all(|&b| b == fill), "opt {opt}");
+        assert_eq!(area[24..28], 0x7fa1u32.to_le_bytes());
+        assert_eq!(area[0..2], 0x037fu16.to_le_bytes());
+        // XSTATE_BV: the RFBM bits are x87 only; the other bits of the 0xAA fill stay.
+        assert_eq!(area[HEADER..HEADER + 2], [0xa9, 0xaa]);
+    }
+}
+
+/// #PF order (measured natively): XSAVE checks the extent's last byte, then the first byte it
+/// writes; XRSTOR reads XCOMP_BV (byte 520) first.
+#[test]
+fn xsave_xrstor_page_fault_addresses() {
+    // TestMachine maps 1 GiB; use a linear address past it for the unmapped part.
+    let end = crate::testkit::TEST_RAM;
+    let cases: [(u64, u32, bool, u64); 4] = [
+        (end, 7, false, end + 831),      // entirely unmapped: the last byte
+        (end - 64, 6, false, end + 767), // last byte unmapped
+        (end, 0, true, end + 520),       // XRSTOR: XCOMP_BV first
+        (end - 576, 7, true, end + 255), // XRSTOR: then the AVX extent's last byte
+    ];
+    for (at, rfbm, restore, want) in cases {
+        let mut m = TestMachine::new();
+        let code = TestMachine::assemble(|a| {
+            a.mov(eax, rfbm)?;
+            a.xor(edx, edx)?;
+            a.mov(rbx, at)?;
+            if restore {
+                a.xrstor64(ptr(rbx))
+            } else {
+                a.xsave64(ptr(rbx))
+            }
+        });
+        match run(&mut m, &code, 4) {
+            ExitReason::Exception(Fault::PageFault { addr, .. }) => {
+                assert_eq!(addr, want, "at {at:#x} rfbm {rfbm} restore {restore}")
+            }
+            r => panic!("{r:?}"),
+        }
+    }
+}
