@@ -87,6 +87,8 @@ fn every_writable_msr_round_trips() {
         let got = (m.cpu.state.gpr[reg::RDX] << 32) | m.cpu.state.gpr[reg::RAX];
         let want = match idx {
             APIC_BASE => v | 0x100,
+            // Writes are ignored; reads give the microcode revision in bits 63:32.
+            BIOS_SIGN_ID => super::MICROCODE_REVISION << 32,
             _ => v,
         };
         assert_eq!(got, want, "msr {idx:#x}");
@@ -114,7 +116,7 @@ fn read_only_and_reset_values() {
     assert_eq!(read(APIC_BASE), Ok(0xfee0_0900));
     assert_eq!(read(MISC_ENABLE), Ok(0x1801));
     assert_eq!(read(MCG_CAP), Ok(0));
-    assert_eq!(read(BIOS_SIGN_ID), Ok(0));
+    assert_eq!(read(BIOS_SIGN_ID), Ok(super::MICROCODE_REVISION << 32));
     assert_eq!(read(PAT), Ok(0x0007_0406_0007_0406));
     assert_eq!(read(MTRR_DEF_TYPE), Ok(0));
     for idx in [MTRRCAP, FEATURE_CONTROL, PLATFORM_INFO, MCG_CAP] {
