@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
                   [--seed HEX] [--ram-mb MiB] [--epoch RFC3339] [--engine interp|jit] [--verify] \
                   [--stats] [--max-insns N]. Serial output goes to stdout. Exit codes: 0 guest \
                   powered off; the exit device's code; 2 bad input; 3 triple fault; 4 --max-insns \
-                  reached; 5 halted forever; 130 interrupted (docs/boot.md).",
+                  reached; 5 halted forever; 6 --verify divergence; 130 interrupted (docs/boot.md).",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {

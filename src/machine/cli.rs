@@ -186,6 +186,7 @@ fn run(args: &BootArgs) -> Result<i32, String> {
         Stop::MaxInsns => format!("--max-insns reached at rip={:#x}", m.cpu.state.rip),
         Stop::Deadlock(r) => r.clone(),
         Stop::Interrupted => "interrupted".to_string(),
+        Stop::Divergence(r) => r.clone(),
     };
     if args.stats || !matches!(stop, Stop::PowerOff | Stop::ExitDevice(_)) {
         eprintln!("lockstep: {msg}");

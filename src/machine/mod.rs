@@ -80,6 +80,8 @@ pub enum Stop {
     Deadlock(String),
     /// Stopped from outside (Ctrl-C).
     Interrupted,
+    /// `--verify` found the JIT and the interpreter disagreeing (the report).
+    Divergence(String),
 }
 
 impl Stop {
@@ -93,6 +95,7 @@ impl Stop {
             Stop::MaxInsns => 4,
             Stop::Deadlock(_) => 5,
             Stop::Interrupted => 130,
+            Stop::Divergence(_) => 6,
         }
     }
 }
@@ -103,6 +106,8 @@ pub struct Machine {
     pub ram: GuestRam,
     pub plat: Platform,
     engine: Box<dyn Engine>,
+    /// The verifying engine when `--verify` is on (then `engine` is unused).
+    verify: Option<Verify>,
     pub config: MachineConfig,
     /// Interrupts delivered from devices, exceptions delivered, engine runs.
     pub stats: MachineStats,
@@ -136,16 +141,24 @@ impl Machine {
             threshold: config.jit_threshold,
             ..JitConfig::default()
         };
-        let engine: Box<dyn Engine> = match (config.engine, config.verify) {
-            (_, true) => Box::new(Verify::new(jc)),
-            (EngineKind::Jit, false) => Box::new(Jit::new(jc)),
-            (EngineKind::Interp, false) => Box::new(Interpreter),
+        let engine: Box<dyn Engine> = match config.engine {
+            EngineKind::Jit => Box::new(Jit::new(jc.clone())),
+            EngineKind::Interp => Box::new(Interpreter),
         };
+        let verify = config.verify.then(|| {
+            let mut v = Verify::new(jc);
+            v.context = format!(
+                "reproduce: lockstep --boot <kernel> --seed {} --verify (same images and options)",
+                config.seed
+            );
+            v
+        });
         Ok(Machine {
             cpu,
             ram,
             plat,
             engine,
+            verify,
             config,
             stats: MachineStats::default(),
         })
@@ -284,9 +297,18 @@ impl Machine {
                 self.cpu.state.interrupt_shadow = false;
             }
             self.stats.engine_runs += 1;
-            let exit = self
-                .engine
-                .run(&mut self.cpu, &mut self.ram, &mut self.plat, budget);
+            let exit = match &mut self.verify {
+                Some(v) => {
+                    let e = v.run(&mut self.cpu, &mut self.ram, &mut self.plat, budget);
+                    if let Some(d) = v.divergence.take() {
+                        return Some(Stop::Divergence(d.report));
+                    }
+                    e
+                }
+                None => self
+                    .engine
+                    .run(&mut self.cpu, &mut self.ram, &mut self.plat, budget),
+            };
             match exit.reason {
                 ExitReason::Budget | ExitReason::Yield => {}
                 ExitReason::Halt => {
