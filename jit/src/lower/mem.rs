@@ -252,6 +252,7 @@ impl Lower<'_> {
 
         self.b.switch_to_block(slow);
         self.slow_load = true;
+        self.sync_retired_for_device();
         let info = size as u64 | if a.ss { INFO_SS } else { 0 } | if rmw { INFO_RMW } else { 0 };
         let info = self.iconst(info);
         let f = self.iconst(helpers::load as *const () as u64);
@@ -302,6 +303,7 @@ impl Lower<'_> {
         self.b.ins().jump(join, &[zero.into()]);
 
         self.b.switch_to_block(slow);
+        self.sync_retired_for_device();
         let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
         let f = self.iconst(helpers::store as *const () as u64);
         let frame = self.frame;

@@ -487,6 +487,16 @@ impl Lower<'_> {
         }
     }
 
+    /// On a slow memory path (which may reach a device): make `cpu.retired` in memory exact
+    /// for this instruction, as the interpreter keeps it, so devices see the same virtual
+    /// time in both engines. The compile-time state (`ret_var`, `k`) is left alone: exits
+    /// store the same value again.
+    pub fn sync_retired_for_device(&mut self) {
+        let r = self.b.use_var(self.ret_var);
+        let r = self.b.ins().iadd_imm_s(r, self.k);
+        self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+    }
+
     /// Store every dirty register, the flags and `retired` (before a trampoline call).
     fn write_back(&mut self) {
         self.sync_flags();
