@@ -178,7 +178,7 @@ impl Shutdown {
             raised,
             rip: st.rip,
             cs: st.seg[sreg::CS].selector,
-            cpl: cpl(st),
+            cpl: st.cpl(),
             cr0: st.cr0,
             cr2: st.cr2,
             cr3: st.cr3,
@@ -219,17 +219,6 @@ impl fmt::Display for Shutdown {
             "\n  CR0={:#x} CR2={:#x} CR3={:#x} CR4={:#x} EFER={:#x} RFLAGS={:#x}",
             self.cr0, self.cr2, self.cr3, self.cr4, self.efer, self.rflags
         )
-    }
-}
-
-/// Current privilege level: 0 in real mode, 3 in virtual-8086 mode, else CS.RPL.
-pub fn cpl(st: &CpuState) -> u8 {
-    if st.cr0 & ctl::CR0_PE == 0 {
-        0
-    } else if st.rflags & flags::VM != 0 {
-        3
-    } else {
-        (st.seg[sreg::CS].selector & 3) as u8
     }
 }
 
@@ -284,7 +273,7 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     };
     let mut chain: Vec<Event> = Vec::new();
     let mut raised: Vec<Fault> = Vec::new();
-    let cpl_before = cpl(&ctx.cpu.state);
+    let cpl_before = ctx.cpu.state.cpl();
     let ac_before = ctx.cpu.state.rflags & flags::AC;
     loop {
         chain.push(cur);
@@ -347,7 +336,7 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     let st = &mut ctx.cpu.state;
     st.halted = false;
     st.interrupt_shadow = false;
-    if cpl(st) != cpl_before || st.rflags & flags::AC != ac_before {
+    if st.cpl() != cpl_before || st.rflags & flags::AC != ac_before {
         // TLB entries are filled for one privilege (and SMAP's AC); see `mmu::Tlb`.
         ctx.cpu.flush_tlb();
     }
@@ -582,7 +571,7 @@ fn check_new_ss(ctx: &mut Ctx, ss: u16, new_cpl: u8, ext: u16) -> Result<Descrip
 /// takes SS:ESP for the new CPL from the TSS (32- or 16-bit TSS by TR's type).
 fn deliver_protected(ctx: &mut Ctx, ev: Event) -> Result<(), Fail> {
     let ext = ev.ext();
-    let cpl = cpl(&ctx.cpu.state);
+    let cpl = ctx.cpu.state.cpl();
     let gate = fetch_gate(ctx, ev, cpl, false)?;
     if gate.typ() == sys_type::TASK_GATE {
         return Err(Fail::NotModelled(
@@ -682,7 +671,7 @@ fn deliver_protected(ctx: &mut Ctx, ev: Event) -> Result<(), Fail> {
 /// a null SS with RPL = new CPL; a non-zero IST index always switches to that IST stack.
 fn deliver_long(ctx: &mut Ctx, ev: Event) -> Result<(), Fail> {
     let ext = ev.ext();
-    let cpl = cpl(&ctx.cpu.state);
+    let cpl = ctx.cpu.state.cpl();
     let gate = fetch_gate(ctx, ev, cpl, true)?;
     let sel = gate.gate_selector();
     let cs = target_code(ctx, sel, ext, cpl)?;

@@ -13,7 +13,7 @@
 use crate::decode::Handler;
 use crate::desc;
 use crate::fault::{Fault, Trap};
-use crate::interrupt::{cpl, null_ss};
+use crate::interrupt::null_ss;
 use crate::mmu::is_canonical;
 use crate::ops::check_no_lock;
 use crate::state::{ctl, flags, reg, sreg};
@@ -90,7 +90,7 @@ fn int1(_: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
 /// the engine with RIP after the instruction.
 fn hlt(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
-    if cpl(&x.cpu.state) != 0 {
+    if x.cpu.state.cpl() != 0 {
         return Err(Fault::GP0.into());
     }
     x.cpu.state.halted = true;
@@ -170,7 +170,7 @@ fn iret_real<const S: u8>(x: &mut Ctx) -> Result<(), Trap> {
 fn finish(x: &mut Ctx, old_flags: u64, old_cpl: u8) {
     x.cpu.yield_requested = true;
     let st = &x.cpu.state;
-    if cpl(st) != old_cpl || (st.rflags ^ old_flags) & flags::AC != 0 {
+    if st.cpl() != old_cpl || (st.rflags ^ old_flags) & flags::AC != 0 {
         x.cpu.flush_tlb();
     }
 }
@@ -178,7 +178,7 @@ fn finish(x: &mut Ctx, old_flags: u64, old_cpl: u8) {
 /// Protected-mode and long-mode IRET.
 fn iret_protected<const S: u8>(x: &mut Ctx) -> Result<(), Trap> {
     let st = &x.cpu.state;
-    let cpl = cpl(st);
+    let cpl = st.cpl();
     let long_mode = st.efer & ctl::EFER_LMA != 0;
     let in64 = st.in_64bit_mode();
     let w = S as u64;

@@ -24,13 +24,8 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
                 push
             }
         }
-        Mnemonic::Pop => {
-            if ins.op0_kind() == OpKind::Register && ins.op0_register().is_segment_register() {
-                pop_sreg
-            } else {
-                pop
-            }
-        }
+        // POP Sreg belongs to the segment family (looked up first).
+        Mnemonic::Pop => pop,
         Mnemonic::Pushf | Mnemonic::Pushfd | Mnemonic::Pushfq => {
             sized(size(), pushf::<2>, pushf::<4>, pushf::<8>)
         }
@@ -115,10 +110,6 @@ fn pop(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         return Err(e.into());
     }
     Ok(())
-}
-
-fn pop_sreg(_: &mut Ctx, _: &Instruction) -> Result<(), Trap> {
-    Err(Fault::ud("POP to segment register not implemented").into())
 }
 
 /// Image of RFLAGS that PUSHF stores: RF and VM read as 0.

@@ -414,17 +414,6 @@ fn xrstor(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     Ok(())
 }
 
-/// Current privilege level: 0 in real mode, 3 in virtual-8086 mode, else CS.RPL.
-fn cpl(st: &CpuState) -> u8 {
-    if st.cr0 & ctl::CR0_PE == 0 {
-        0
-    } else if st.rflags & crate::state::flags::VM != 0 {
-        3
-    } else {
-        st.cpl()
-    }
-}
-
 /// XGETBV: ECX = 0 -> XCR0, ECX = 1 -> XCR0 & XINUSE, else #GP(0). Any CPL.
 fn xgetbv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_osxsave(x, ins)?;
@@ -449,7 +438,7 @@ pub fn valid_xcr0(v: u64) -> bool {
 fn xsetbv(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_osxsave(x, ins)?;
     let st = &mut x.cpu.state;
-    if cpl(st) != 0 || st.gpr[reg::RCX] as u32 != 0 {
+    if st.cpl() != 0 || st.gpr[reg::RCX] as u32 != 0 {
         return Err(Fault::GP0.into());
     }
     let v = (st.gpr[reg::RDX] as u32 as u64) << 32 | st.gpr[reg::RAX] as u32 as u64;
