@@ -38,7 +38,7 @@ pub struct Compiler {
     ctx: Context,
     fctx: FunctionBuilderContext,
     sig: Signature,
-    helper_sigs: [Signature; 4],
+    helper_sigs: [Signature; 5],
     /// Address of the chain table compiled code probes (see `crate::chain`).
     chain_table: u64,
     enter: EnterFn,
@@ -65,6 +65,9 @@ fn make_module(opt_level: &str) -> JITModule {
         "false"
     };
     set(&mut flags, "enable_verifier", verify);
+    if let Ok(ra) = std::env::var("LOCKSTEP_JIT_RA") {
+        set(&mut flags, "regalloc_algorithm", &ra);
+    }
     let isa = cranelift_native::builder()
         .unwrap_or_else(|e| panic!("host not supported by Cranelift: {e}"))
         .finish(settings::Flags::new(flags))
@@ -141,11 +144,11 @@ impl Compiler {
         self.module.as_mut().expect("module present")
     }
 
-    /// Lift and define `block` (not yet callable: see [`Compiler::finalize`]). `native: false`
-    /// sends every instruction through the trampoline.
+    /// Lift and define the region `blocks` (entry first; not yet callable: see
+    /// [`Compiler::finalize`]). `native: false` sends every instruction through the trampoline.
     pub fn compile(
         &mut self,
-        block: &Block,
+        blocks: &[&Block],
         keep_ir: bool,
         native: bool,
     ) -> Result<Compiled, String> {
@@ -163,11 +166,12 @@ impl Compiler {
         let bsig = self.sig.clone();
         let table = self.chain_table;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let stats = lower::lower_block(builder, block, native, frontend, table, |b| HelperSigs {
+        let stats = lower::lower_region(builder, blocks, native, frontend, table, |b| HelperSigs {
             exec: b.import_signature(hs[0].clone()),
             load: b.import_signature(hs[1].clone()),
             store: b.import_signature(hs[2].clone()),
             raise: b.import_signature(hs[3].clone()),
+            fold: b.import_signature(hs[4].clone()),
             block: b.import_signature(bsig.clone()),
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());

@@ -12,6 +12,9 @@ use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Under `Verify`, the most instructions one dispatch may run through the jumps of a region.
+const VERIFY_REGION_SPAN: u64 = 2000;
+
 /// JIT settings.
 #[derive(Clone, Debug)]
 pub struct JitConfig {
@@ -35,6 +38,11 @@ pub struct JitConfig {
     /// Let compiled blocks jump to their compiled successors directly (`crate::chain`);
     /// `false` returns to the dispatcher after every block (same results, for comparison).
     pub chain: bool,
+    /// Most guest blocks compiled into one function (a region: the hot block and the blocks
+    /// of its code page its branches reach, that have run before); 1 compiles single blocks.
+    pub region_blocks: usize,
+    /// Most guest instructions in one region.
+    pub region_insns: usize,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -51,6 +59,8 @@ impl Default for JitConfig {
             native: true,
             opt_level: "none",
             chain: true,
+            region_blocks: 32,
+            region_insns: 512,
             test_corrupt_rax: false,
         }
     }
@@ -59,8 +69,14 @@ impl Default for JitConfig {
 /// Counters for `--stats` and benchmarks.
 #[derive(Clone, Debug, Default)]
 pub struct JitStats {
-    /// Blocks compiled (defined in the module).
+    /// Blocks compiled (defined in the module), i.e. region entries.
     pub compiled: u64,
+    /// Guest blocks lowered into them (a block may be part of several regions), and the
+    /// branches between them that became jumps inside a function.
+    pub region_blocks: u64,
+    pub region_edges: u64,
+    /// `fold_flags` helper calls emitted (cold and rare paths).
+    pub dyn_folds: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
     pub compile_ns: u64,
     /// Machine-code bytes compiled.
@@ -146,8 +162,10 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
+            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
             self.compiled,
+            self.region_blocks,
+            self.region_edges,
             self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
             self.cache_entries,
@@ -171,6 +189,9 @@ enum Tier {
 
 struct Entry {
     block: Arc<Block>,
+    /// The other blocks compiled into this entry's function (kept alive: compiled code points
+    /// at their decoded instructions).
+    region: Vec<Arc<Block>>,
     /// Code bitness of the block (16, 32 or 64).
     block_bitness: u32,
     count: u32,
@@ -206,8 +227,10 @@ pub struct Dispatched {
 }
 
 impl Jit {
-    /// A JIT with `config`. The environment variable `LOCKSTEP_JIT_OPT` (none, speed,
-    /// speed_and_size) overrides `config.opt_level` (host-side tuning for measurements).
+    /// A JIT with `config`. The environment variables `LOCKSTEP_JIT_OPT` (none, speed,
+    /// speed_and_size) and `LOCKSTEP_JIT_REGION` (most blocks per region; 1: single blocks)
+    /// override `config.opt_level` and `config.region_blocks` (host-side tuning for
+    /// measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
         if let Some(o) = std::env::var_os("LOCKSTEP_JIT_OPT") {
             config.opt_level = match o.to_str() {
@@ -215,6 +238,12 @@ impl Jit {
                 Some("speed_and_size") => "speed_and_size",
                 _ => "speed",
             };
+        }
+        if let Some(n) = std::env::var("LOCKSTEP_JIT_REGION")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            config.region_blocks = n.max(1);
         }
         let opt_level = config.opt_level;
         let chain = ChainTable::default();
@@ -329,6 +358,7 @@ impl Jit {
                 key,
                 Entry {
                     block,
+                    region: Vec::new(),
                     block_bitness: bitness,
                     count: 0,
                     tier: Tier::Cold,
@@ -339,7 +369,7 @@ impl Jit {
         // A code write noticed before this block is already reflected in the lookup above.
         ctx.cpu.smc = false;
         if due {
-            self.promote(&key);
+            self.promote(&key, ctx.ram);
         }
         let e = self.cache.get_mut(&key).expect("entry just ensured");
         let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
@@ -362,6 +392,13 @@ impl Jit {
                 });
                 if self.single_block || !self.config.chain {
                     frame.chain_end = 0;
+                }
+                if self.single_block {
+                    // `Verify` compares after each dispatch: jumps inside a region are still
+                    // taken (so they are checked too), for a bounded stretch.
+                    frame.region_end = frame
+                        .region_end
+                        .min(ctx.cpu.retired.saturating_add(VERIFY_REGION_SPAN));
                 }
                 let enter = self.compiler.enter();
                 // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive (blocks
@@ -403,36 +440,103 @@ impl Jit {
         }
     }
 
+    /// The blocks to compile with the entry `key` (entry first): blocks of the entry's code
+    /// page that branches of the region reach and that have run before (they are in the
+    /// cache), still valid, 64-bit, and ending inside the page — so the entry's validity
+    /// (its page version, its translation) covers them all.
+    fn region_of(&self, key: &BlockKey, ram: &GuestRam) -> Vec<Arc<Block>> {
+        let Some(entry) = self.cache.get(key) else {
+            return Vec::new();
+        };
+        let mut out = vec![entry.block.clone()];
+        if key.bitness != 64 || self.config.region_blocks <= 1 {
+            return out;
+        }
+        let page = key.rip & !0xfff;
+        let mut rips = vec![key.rip];
+        let mut insns = entry.block.insns.len();
+        let mut i = 0;
+        while i < out.len() {
+            let b = out[i].clone();
+            i += 1;
+            for t in successors(&b) {
+                if out.len() >= self.config.region_blocks {
+                    return out;
+                }
+                if t & !0xfff != page || rips.contains(&t) {
+                    continue;
+                }
+                let k = BlockKey {
+                    phys: (key.phys & !0xfff) | (t & 0xfff),
+                    rip: t,
+                    bitness: 64,
+                    cut: 0,
+                };
+                let Some(e) = self.cache.get(&k) else {
+                    continue;
+                };
+                let n = e.block.insns.len();
+                let in_page = e
+                    .block
+                    .insns
+                    .last()
+                    .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
+                if e.block_bitness == 64
+                    && n > 0
+                    && in_page
+                    && insns + n <= self.config.region_insns
+                    && e.block.valid(ram)
+                {
+                    insns += n;
+                    out.push(e.block.clone());
+                    rips.push(t);
+                }
+            }
+        }
+        out
+    }
+
     /// Count one execution of the entry and move it up the tiers when due.
-    fn promote(&mut self, key: &BlockKey) {
+    fn promote(&mut self, key: &BlockKey, ram: &GuestRam) {
         let threshold = self.config.threshold;
-        let e = self.cache.get_mut(key).expect("entry present");
-        e.count = e.count.saturating_add(1);
+        let count = {
+            let e = self.cache.get_mut(key).expect("entry present");
+            e.count = e.count.saturating_add(1);
+            e.count
+        };
+        let e = self.cache.get(key).expect("entry present");
         match e.tier {
-            Tier::Cold if e.count >= threshold && e.block_bitness != 64 => {
+            Tier::Cold if count >= threshold && e.block_bitness != 64 => {
                 // 16/32-bit code is interpreted for good (the native lowering and its
                 // addressing assume 64-bit mode; see docs/jit.md).
-                e.tier = Tier::Failed;
+                self.cache.get_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
-            Tier::Cold if e.count >= threshold => {
+            Tier::Cold if count >= threshold => {
                 if self.compiler.in_module >= self.config.max_compiled {
                     self.flush();
                     return; // The entry is gone; it is decoded again next time.
                 }
+                let region = self.region_of(key, ram);
+                let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
                 let t0 = Instant::now();
                 let compiled =
                     self.compiler
-                        .compile(&e.block, self.config.keep_ir, self.config.native);
+                        .compile(&blocks, self.config.keep_ir, self.config.native);
                 self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
+                let e = self.cache.get_mut(key).expect("entry present");
                 match compiled {
                     Ok(c) => {
                         self.stats.compiled += 1;
                         self.stats.code_bytes += c.code_bytes as u64;
                         self.stats.native_insns += c.stats.native as u64;
                         self.stats.helper_insns += c.stats.helper as u64;
+                        self.stats.region_blocks += c.stats.blocks as u64;
+                        self.stats.region_edges += c.stats.edges as u64;
+                        self.stats.dyn_folds += c.stats.dyn_folds as u64;
                         e.tier = Tier::Pending(c.id);
                         e.ir = c.ir;
+                        e.region = region.into_iter().skip(1).collect();
                         self.pending.push(*key);
                     }
                     Err(msg) => {
@@ -504,5 +608,22 @@ impl Drop for Jit {
             self.stats.cache_entries = self.cache.len() as u64;
             eprintln!("{}", self.stats.summary());
         }
+    }
+}
+
+/// Static successors of a block: the targets of its last instruction when that is a direct
+/// branch or call, and the next instruction when execution can fall through to it.
+fn successors(b: &Block) -> Vec<u64> {
+    use iced_x86::FlowControl as F;
+    let Some(d) = b.insns.last() else {
+        return Vec::new();
+    };
+    let ins = &d.ins;
+    let direct = ins.is_jmp_short_or_near() || ins.is_jcc_short_or_near() || ins.is_call_near();
+    match ins.flow_control() {
+        F::ConditionalBranch if direct => vec![ins.near_branch_target(), ins.next_ip()],
+        F::UnconditionalBranch | F::Call if direct => vec![ins.near_branch_target()],
+        F::Next => vec![ins.next_ip()],
+        _ => Vec::new(),
     }
 }

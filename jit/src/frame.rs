@@ -46,6 +46,9 @@ pub struct Frame {
     pub code_epoch: u64,
     pub chain_end: u64,
     pub chains: u64,
+    /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
+    /// `Verify` lowers it so that one dispatch stays short).
+    pub region_end: u64,
     /// Why the block stopped the engine (with [`ret::STOP`]).
     pub exit: Option<ExitReason>,
 }
@@ -62,6 +65,7 @@ impl Frame {
     pub const OFF_CODE_EPOCH: i32 = offset_of!(Frame, code_epoch) as i32;
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
+    pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
@@ -80,6 +84,7 @@ impl Frame {
             code_epoch: 0,
             chain_end: 0,
             chains: 0,
+            region_end: 0,
             exit: None,
         };
         f.refresh(ctx);
@@ -96,6 +101,7 @@ impl Frame {
         self.ram_base = ctx.ram.bytes_mut().as_mut_ptr();
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
+        self.region_end = ctx.cpu.budget_end;
         self.ctx = (ctx as *mut Ctx<'_>).cast();
         self.sync_epochs(ctx);
     }

@@ -39,6 +39,107 @@ pub enum FlagOp {
     /// IMUL: `res` = low half, `b` = overflow (0/1). CF = OF = overflow, SF/PF from the
     /// result, ZF = AF = 0 (host rule, `lockstep_interp::ops::muldiv`).
     Mul,
+    /// A record handed over from a predecessor block of the region: the operation, size and
+    /// the flags it defines are only known at run time, encoded in `Pending::code` (see
+    /// [`encode`]). Its flags are computed by the `fold_flags` helper, only on the paths that
+    /// need them (exits, trampoline calls, a rare read before the flags are overwritten).
+    Dyn,
+}
+
+/// Run-time encoding of a static record (`Pending` with a constant operation): operation
+/// number in bits 0..8, shift count in bits 8..16, size in bits 16..24, the flags it defines
+/// in bits 32..64. 0: no record.
+pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
+    let (n, count) = match op {
+        FlagOp::Add => (1, 0),
+        FlagOp::Sub => (2, 0),
+        FlagOp::Logic => (3, 0),
+        FlagOp::Inc => (4, 0),
+        FlagOp::Dec => (5, 0),
+        FlagOp::Adc => (6, 0),
+        FlagOp::Sbb => (7, 0),
+        FlagOp::Shl(c) => (8, c),
+        FlagOp::Shr(c) => (9, c),
+        FlagOp::Sar(c) => (10, c),
+        FlagOp::Rol => (11, 0),
+        FlagOp::Ror => (12, 0),
+        FlagOp::Mul => (13, 0),
+        FlagOp::Dyn => unreachable!("a run-time record has no static encoding"),
+    };
+    n | (count as u64) << 8 | (size as u64) << 16 | mask << 32
+}
+
+/// Inverse of [`encode`] for the helper: (operation, size, defined flags); `None` for 0 or an
+/// unknown number.
+pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
+    let count = (code >> 8) as u8;
+    let op = match code & 0xff {
+        1 => FlagOp::Add,
+        2 => FlagOp::Sub,
+        3 => FlagOp::Logic,
+        4 => FlagOp::Inc,
+        5 => FlagOp::Dec,
+        6 => FlagOp::Adc,
+        7 => FlagOp::Sbb,
+        8 => FlagOp::Shl(count),
+        9 => FlagOp::Shr(count),
+        10 => FlagOp::Sar(count),
+        11 => FlagOp::Rol,
+        12 => FlagOp::Ror,
+        13 => FlagOp::Mul,
+        _ => return None,
+    };
+    Some((op, (code >> 16) as u8, code >> 32))
+}
+
+/// The RFLAGS bits `mask` as operation `op` on `size`-byte operands defines them (`a`, `b`,
+/// `res` zero-extended, `cin` 0/1): the same formulas as the lowering's `flag_bits`, for the
+/// `fold_flags` helper.
+pub fn bits_of(op: FlagOp, size: u8, mask: u64, a: u64, b: u64, res: u64, cin: u64) -> u64 {
+    use FlagOp as F;
+    let sb = (size as u32 * 8).clamp(8, 64) - 1;
+    let bit = |v: u64, n: u32| (v >> n.min(63)) & 1;
+    let mut f = 0;
+    if mask & CF != 0 {
+        f |= match op {
+            F::Add => (res < a) as u64,
+            F::Sub => (a < b) as u64,
+            F::Adc => ((res < a) as u64) | ((res == a) as u64 & cin),
+            F::Sbb => ((a < b) as u64) | ((a == b) as u64 & cin),
+            F::Shl(c) => bit(a, (sb + 1).wrapping_sub(c as u32)),
+            F::Shr(c) | F::Sar(c) => bit(a, (c as u32).wrapping_sub(1)),
+            F::Rol => res & 1,
+            F::Ror => bit(res, sb),
+            F::Mul => b & 1,
+            F::Logic | F::Inc | F::Dec | F::Dyn => 0,
+        };
+    }
+    if mask & PF != 0 && (res as u8).count_ones().is_multiple_of(2) {
+        f |= PF;
+    }
+    let arith = matches!(op, F::Add | F::Sub | F::Adc | F::Sbb | F::Inc | F::Dec);
+    if mask & AF != 0 && arith {
+        f |= (a ^ b ^ res) & AF;
+    }
+    if mask & ZF != 0 && op != F::Mul && res == 0 {
+        f |= ZF;
+    }
+    if mask & SF != 0 {
+        f |= bit(res, sb) << 7;
+    }
+    if mask & OF != 0 {
+        let t = match op {
+            F::Add | F::Inc | F::Adc => bit((a ^ res) & (b ^ res), sb),
+            F::Sub | F::Dec | F::Sbb => bit((a ^ b) & (a ^ res), sb),
+            F::Shl(_) | F::Rol => bit(a ^ (a << 1), sb),
+            F::Shr(_) => bit(a, sb),
+            F::Ror => bit(a ^ (a << sb), sb),
+            F::Mul => b & 1,
+            F::Logic | F::Sar(_) | F::Dyn => 0,
+        };
+        f |= t << 11;
+    }
+    f & mask
 }
 
 /// Flags defined by one operation and not yet folded into RFLAGS. `a`, `b`, `res` are 64-bit
@@ -54,6 +155,8 @@ pub struct Pending {
     pub mask: u64,
     /// Carry/borrow in of ADC/SBB (0/1), else unused.
     pub cin: Option<Value>,
+    /// [`FlagOp::Dyn`]: the run-time encoding ([`encode`]).
+    pub code: Option<Value>,
 }
 
 /// Flags an operation writes.
@@ -61,6 +164,7 @@ pub fn written(op: FlagOp) -> u64 {
     match op {
         FlagOp::Inc | FlagOp::Dec => STATUS & !CF,
         FlagOp::Rol | FlagOp::Ror => CF | OF,
+        // Upper bound: the run-time record defines at most the status flags.
         _ => STATUS,
     }
 }
@@ -112,6 +216,7 @@ impl Lower<'_> {
             size,
             mask: w,
             cin,
+            code: None,
         });
     }
 
@@ -177,7 +282,7 @@ impl Lower<'_> {
                 F::Rol => Some(self.b.ins().band_imm_s(res, 1)),
                 F::Ror => Some(self.move_bit(res, sb, 0)),
                 F::Mul => Some(b),
-                F::Logic | F::Inc | F::Dec => None,
+                F::Logic | F::Inc | F::Dec | F::Dyn => None,
             };
             parts.extend(c);
         }
@@ -228,7 +333,7 @@ impl Lower<'_> {
                     parts.push(self.b.ins().ishl_imm_s(b, 11));
                     None
                 }
-                F::Logic | F::Sar(_) => None,
+                F::Logic | F::Sar(_) | F::Dyn => None,
             };
             if let Some(t) = t {
                 parts.push(self.move_bit(t, sb, 11));
@@ -258,11 +363,122 @@ impl Lower<'_> {
                 .load(types::I64, host_mem(), self.state, OFF_RFLAGS)
         };
         for p in self.pending.clone() {
-            let bits = self.flag_bits(p, p.mask);
-            rf = self.b.ins().band_imm_s(rf, !(p.mask as i64));
-            rf = self.b.ins().bor(rf, bits);
+            rf = self.fold_one(rf, p);
         }
         Some(rf)
+    }
+
+    /// `rf` with the flags of record `p` folded in.
+    fn fold_one(&mut self, rf: Value, p: Pending) -> Value {
+        if p.op == FlagOp::Dyn {
+            return self.fold_dyn(rf, p);
+        }
+        let bits = self.flag_bits(p, p.mask);
+        let rf = self.b.ins().band_imm_s(rf, !(p.mask as i64));
+        self.b.ins().bor(rf, bits)
+    }
+
+    /// Fold a run-time record through the `fold_flags` helper, keeping the bits outside its
+    /// compile-time mask (a later instruction of this block may have redefined them).
+    fn fold_dyn(&mut self, rf: Value, p: Pending) -> Value {
+        self.stats.dyn_folds += 1;
+        let code = p.code.expect("run-time record has a code");
+        let cin = p.cin.expect("run-time record has a carry in");
+        let f = self.iconst(crate::helpers::fold_flags as *const () as u64);
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.sigs.fold, f, &[rf, code, p.a, p.b, p.res, cin]);
+        let folded = self.b.inst_results(call)[0];
+        if p.mask == STATUS {
+            return folded;
+        }
+        let keep = self.b.ins().band_imm_s(rf, !(p.mask as i64));
+        let new = self.b.ins().band_imm_s(folded, p.mask as i64);
+        self.b.ins().bor(keep, new)
+    }
+
+    /// Hand the pending flags over to a successor in the region: at most two records travel
+    /// as run-time records in the edge variables (the last one, and before it the latest one
+    /// that still defines CF — what an INC/DEC leaves behind); any other record is folded
+    /// into the RFLAGS variable here. Changes no compile-time state.
+    pub fn flags_to_edge(&mut self, edge: &super::EdgeVars) {
+        let pending = self.pending.clone();
+        let n = pending.len();
+        let last = n.checked_sub(1);
+        // (Only a record reduced to exactly CF; anything else is folded here, in order.)
+        let cf_rec = last
+            .and_then(|l| (0..l).rev().find(|&i| pending[i].mask & CF != 0))
+            .filter(|&i| pending[i].mask == CF);
+        let mut rf: Option<Value> = None;
+        for (i, p) in pending.iter().enumerate() {
+            if Some(i) == last || Some(i) == cf_rec {
+                continue;
+            }
+            let base = match rf {
+                Some(v) => v,
+                None => self.gpr(super::RFLAGS),
+            };
+            rf = Some(self.fold_one(base, *p));
+        }
+        if let Some(v) = rf {
+            self.b.def_var(self.vars[super::RFLAGS], v);
+        }
+        let slots = [(cf_rec, CF, &edge.a), (last, STATUS, &edge.b)];
+        for (rec, keep, vars) in slots {
+            let vals = match rec.map(|i| pending[i]) {
+                None => None,
+                Some(p) if p.op == FlagOp::Dyn => {
+                    let code = p.code.expect("run-time record has a code");
+                    let code = if p.mask == keep {
+                        code
+                    } else {
+                        // Only the flags it still defines at compile time.
+                        self.b
+                            .ins()
+                            .band_imm_s(code, ((p.mask << 32) | 0xffff_ffff) as i64)
+                    };
+                    Some((code, p.a, p.b, p.res, p.cin.expect("carry in")))
+                }
+                Some(p) => {
+                    let code = self.iconst(encode(p.op, p.size, p.mask));
+                    let cin = match p.cin {
+                        Some(c) => c,
+                        None => self.iconst(0),
+                    };
+                    Some((code, p.a, p.b, p.res, cin))
+                }
+            };
+            let vals = match vals {
+                Some(v) => v,
+                None => {
+                    let z = self.iconst(0);
+                    (z, z, z, z, z)
+                }
+            };
+            for (var, v) in vars.iter().zip([vals.0, vals.1, vals.2, vals.3, vals.4]) {
+                self.b.def_var(*var, v);
+            }
+        }
+    }
+
+    /// At the start of a region block entered from other blocks: the two run-time records of
+    /// the edge variables are pending (the CF one first).
+    pub fn flags_from_edge(&mut self, edge: &super::EdgeVars) {
+        self.pending.clear();
+        for (vars, mask) in [(&edge.a, CF), (&edge.b, STATUS)] {
+            let v: Vec<Value> = vars.iter().map(|&x| self.b.use_var(x)).collect();
+            self.pending.push(Pending {
+                op: FlagOp::Dyn,
+                a: v[1],
+                b: v[2],
+                res: v[3],
+                size: 8,
+                mask,
+                cin: Some(v[4]),
+                code: Some(v[0]),
+            });
+        }
     }
 
     /// Fold all pending flags into the RFLAGS variable (main path).

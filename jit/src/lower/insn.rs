@@ -661,9 +661,11 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let st = l.store(super::mem::Addr { lin: new, ss: true }, 8, ret_addr);
             l.set_gpr(reg::RSP, new);
             l.retire();
-            // A store into code ends the block anyway: the exit below is the same.
-            let _ = st;
-            l.end_block(Rip::Const(ins.near_branch_target()));
+            // A store into code: back to the dispatcher (never a jump inside the region, whose
+            // code may just have changed).
+            let target = ins.near_branch_target();
+            l.smc_exit_to_if(st, target);
+            l.end_block(Rip::Const(target));
             return Outcome::Ended;
         }
         Kind::Ret => {
@@ -705,8 +707,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         Kind::Jcc => {
             let c = l.cond(ins.condition_code());
             l.retire();
-            // All flags are live at the exits: fold them in once, before the branch.
-            l.sync_flags();
+            // The flags stay lazy: each exit folds them, a jump inside the region hands them over.
             let taken = l.b.create_block();
             let fall = l.b.create_block();
             l.b.ins().brif(c, taken, &[], fall, &[]);

@@ -169,7 +169,7 @@ impl Lower<'_> {
     }
 
     /// Read TLB, write TLB and RAM base pointers (loaded once, on the main path).
-    fn mem_base(&mut self) -> (Value, Value, Value) {
+    pub(super) fn mem_base(&mut self) -> (Value, Value, Value) {
         if let Some(m) = self.mem_base {
             return m;
         }

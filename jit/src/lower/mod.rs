@@ -8,13 +8,14 @@
 //! registers dirty at that point. So compile-time sets (`loaded`, `dirty`, pending flags) are
 //! exact at each point of the main path.
 
-mod flags;
+pub(crate) mod flags;
 mod insn;
 mod mem;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
-    condcodes::IntCC, types, AbiParam, InstBuilder, MemFlagsData, SigRef, Signature, Value,
+    condcodes::IntCC, types, AbiParam, Block as IrBlock, InstBuilder, MemFlagsData, SigRef,
+    Signature, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -38,6 +39,8 @@ pub struct HelperSigs {
     pub load: SigRef,
     pub store: SigRef,
     pub raise: SigRef,
+    /// `fold_flags(base, code, a, b, res, cin) -> rflags`.
+    pub fold: SigRef,
     /// A compiled block (`tail` convention), for chained jumps.
     pub block: SigRef,
 }
@@ -47,6 +50,30 @@ pub struct HelperSigs {
 pub struct LowerStats {
     pub native: u32,
     pub helper: u32,
+    /// Guest blocks lowered into the function (the region's size).
+    pub blocks: u32,
+    /// Edges between them (jumps inside the function).
+    pub edges: u32,
+    /// Calls of the `fold_flags` helper emitted (all on cold or rare paths).
+    pub dyn_folds: u32,
+}
+
+/// The edge variables of the two run-time flag records (code, a, b, res, cin each) that
+/// travel between the blocks of a region (see `flags::Lower::flags_to_edge`).
+pub struct EdgeVars {
+    pub a: [Variable; 5],
+    pub b: [Variable; 5],
+}
+
+/// One guest block of the region being lowered.
+struct Member {
+    rip: u64,
+    len: u64,
+    /// Its IR block, once an edge (or the function entry) refers to it.
+    ir: Option<IrBlock>,
+    /// Entered with the flags as run-time records (it overwrites every status flag before
+    /// anything reads them); otherwise the edges fold the flags into RFLAGS first.
+    lazy_flags: bool,
 }
 
 /// The lifting state of one block.
@@ -66,6 +93,9 @@ pub struct Lower<'a> {
     /// `retired` at the last synchronisation point, plus `k` natively retired since.
     ret_var: Variable,
     k: i64,
+    /// `ret_var` is ahead of `cpu.retired` in memory even when `k` is 0 (a region block
+    /// entered through a jump inside the function).
+    ret_stale: bool,
     /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
     mem_base: Option<(Value, Value, Value)>,
     sigs: HelperSigs,
@@ -80,6 +110,14 @@ pub struct Lower<'a> {
     /// for a yield): check `Frame::yield_req` once it has retired.
     pub slow_load: bool,
     pub stats: LowerStats,
+    /// The region: its blocks, the ones still to lower, the registers any of its instructions
+    /// reads or writes (bit 16: RFLAGS) and writes, `Frame::region_end`, the flag edge variables.
+    members: Vec<Member>,
+    work: Vec<usize>,
+    regs_used: u32,
+    regs_written: u32,
+    region_end: Option<Value>,
+    edge: Option<EdgeVars>,
 }
 
 /// `extern "C"` signature of a block: `(state, frame) -> status`.
@@ -92,8 +130,9 @@ pub fn block_signature(call_conv: CallConv) -> Signature {
 }
 
 /// Helper signatures: exec(frame, insn) -> u32; load(frame, lin, info) -> u64;
-/// store(frame, lin, info, val) -> u32; raise(frame, kind).
-pub fn helper_signatures(call_conv: CallConv) -> [Signature; 4] {
+/// store(frame, lin, info, val) -> u32; raise(frame, kind);
+/// fold_flags(base, code, a, b, res, cin) -> u64.
+pub fn helper_signatures(call_conv: CallConv) -> [Signature; 5] {
     let p = |n: usize| {
         (0..n)
             .map(|_| AbiParam::new(types::I64))
@@ -110,7 +149,10 @@ pub fn helper_signatures(call_conv: CallConv) -> [Signature; 4] {
     store.returns.push(AbiParam::new(types::I32));
     let mut raise = Signature::new(call_conv);
     raise.params = p(2);
-    [exec, load, store, raise]
+    let mut fold = Signature::new(call_conv);
+    fold.params = p(6);
+    fold.returns.push(AbiParam::new(types::I64));
+    [exec, load, store, raise, fold]
 }
 
 /// Guest memory: never traps (RAM is mapped), may be unaligned.
@@ -123,11 +165,55 @@ fn host_mem() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-/// Lift `block` into the function under construction in `b` (its signature must be
-/// [`block_signature`]).
-pub fn lower_block(
+/// Registers (bit i: GPR i, bit 16: RFLAGS) the instructions of `blocks` read or write, and
+/// those they write (implicit operands included).
+fn register_sets(blocks: &[&Block]) -> (u32, u32) {
+    use iced_x86::{InstructionInfoFactory, OpAccess, Register};
+    let mut fac = InstructionInfoFactory::new();
+    let (mut used, mut written) = (1u32 << RFLAGS, 1u32 << RFLAGS);
+    for d in blocks.iter().flat_map(|b| b.insns.iter()) {
+        for u in fac.info(&d.ins).used_registers() {
+            let r = u.register().full_register();
+            if !(Register::RAX..=Register::R15).contains(&r) {
+                continue;
+            }
+            let bit = 1u32 << (r as u32 - Register::RAX as u32);
+            used |= bit;
+            if !matches!(
+                u.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None
+            ) {
+                written |= bit;
+            }
+        }
+    }
+    (used, written)
+}
+
+/// Does `block` overwrite every status flag (natively) before anything could read them: an
+/// instruction that reads flags, the trampoline, or the block's end? Then its edges may hand
+/// the flags over lazily.
+fn overwrites_flags_first(block: &Block) -> bool {
+    use iced_x86::RflagsBits as R;
+    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
+    for d in block.insns.iter() {
+        if !insn::is_native(d) || d.ins.rflags_read() & status != 0 {
+            return false;
+        }
+        if d.ins.rflags_modified() & status == status {
+            return true;
+        }
+    }
+    false
+}
+
+/// Lift a region into the function under construction in `b` (its signature must be
+/// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
+/// that branches of the region may reach: a branch to one of them becomes a jump inside the
+/// function (registers stay in SSA values, flags stay lazy), guarded by the budget.
+pub fn lower_region(
     mut b: FunctionBuilder<'_>,
-    block: &Block,
+    blocks: &[&Block],
     native: bool,
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
     chain_table: u64,
@@ -147,6 +233,20 @@ pub fn lower_block(
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
     let sigs = sig_for(&mut b);
+    let (regs_used, regs_written) = if blocks.len() > 1 {
+        register_sets(blocks)
+    } else {
+        (0, 0)
+    };
+    let members = blocks
+        .iter()
+        .map(|blk| Member {
+            rip: blk.insns.first().map_or(0, |d| d.ins.ip()),
+            len: blk.insns.len() as u64,
+            ir: None,
+            lazy_flags: overwrites_flags_first(blk),
+        })
+        .collect();
     let mut l = Lower {
         b,
         state,
@@ -158,6 +258,7 @@ pub fn lower_block(
         pending: Vec::new(),
         ret_var,
         k: 0,
+        ret_stale: false,
         mem_base: None,
         sigs,
         chain_table,
@@ -166,65 +267,57 @@ pub fn lower_block(
         rip_in_memory: false,
         slow_load: false,
         stats: LowerStats::default(),
+        members,
+        work: Vec::new(),
+        regs_used,
+        regs_written,
+        region_end: None,
+        edge: None,
     };
-    let n = block.insns.len();
-    let mut ended = false;
-    // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path and
-    // fault exits; past a per-block cap (only reached by pathological blocks, e.g. runs of
-    // `add [rax], al` in zero-filled memory) the rest go through the trampoline, which bounds
-    // the IR size and so the compile time.
-    let mut mem_ops = 0usize;
-    let mut rmw_ops = 0usize;
-    for (i, d) in block.insns.iter().enumerate() {
-        l.ins_ip = d.ins.ip();
-        l.next_ip = d.ins.next_ip();
-        l.slow_load = false;
-        let has_mem = (0..d.ins.op_count()).any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
-            && !matches!(
-                d.ins.mnemonic(),
-                iced_x86::Mnemonic::Lea | iced_x86::Mnemonic::Nop
-            );
-        let rmw = has_mem
-            && d.ins.op0_kind() == iced_x86::OpKind::Memory
-            && d.ins.mnemonic() != iced_x86::Mnemonic::Mov;
-        mem_ops += has_mem as usize;
-        rmw_ops += rmw as usize;
-        let within_cap = mem_ops <= MAX_NATIVE_MEM && rmw_ops <= MAX_NATIVE_RMW;
-        let outcome = if native && (within_cap || !has_mem) {
-            insn::lower(&mut l, d)
-        } else {
-            insn::Outcome::NotNative
+    if blocks.len() > 1 {
+        // Everything the region's blocks share is set up once, here, on entry.
+        let ce =
+            l.b.ins()
+                .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
+        l.region_end = Some(ce);
+        l.mem_base_now();
+        for i in 0..17 {
+            if regs_used & (1 << i) != 0 {
+                l.gpr(i);
+            }
+        }
+        let mut decl = || core::array::from_fn(|_| l.b.declare_var(types::I64));
+        let edge = EdgeVars {
+            a: decl(),
+            b: decl(),
         };
-        match outcome {
-            insn::Outcome::Continue => {
-                l.stats.native += 1;
-                l.rip_in_memory = false;
-                if l.slow_load {
-                    l.yield_exit_if_requested();
-                }
-            }
-            insn::Outcome::Ended => {
-                l.stats.native += 1;
-                ended = true;
-                break;
-            }
-            insn::Outcome::NotNative => {
-                l.stats.helper += 1;
-                l.call_handler(d, n - i - 1);
-            }
+        let z = l.iconst(0);
+        for v in edge.a.iter().chain(edge.b.iter()) {
+            l.b.def_var(*v, z);
         }
-    }
-    if !ended {
-        if !l.rip_in_memory {
-            l.emit_chain_exit(Rip::Const(l.next_ip));
-        } else if block.insns.last().is_some_and(|d| near_indirect(&d.ins)) {
-            // A trampolined near indirect JMP/CALL: the target is in memory; the mode
-            // cannot have changed, so the chain table may be probed with it.
-            let rip = l.b.ins().load(types::I64, host_mem(), l.state, OFF_RIP);
-            l.emit_chain_exit(Rip::Dyn(rip));
-        } else {
-            l.emit_exit(None, ret::DISPATCH);
+        l.edge = Some(edge);
+        let first = l.member_block(0);
+        l.b.ins().jump(first, &[]);
+        while let Some(i) = l.work.pop() {
+            let blk = l.members[i].ir.expect("queued blocks have an IR block");
+            l.b.switch_to_block(blk);
+            l.loaded = regs_used;
+            l.dirty = regs_written;
+            l.k = 0;
+            l.ret_stale = true;
+            l.rip_in_memory = false;
+            if l.members[i].lazy_flags {
+                let edge = l.edge.take().expect("edge variables");
+                l.flags_from_edge(&edge);
+                l.edge = Some(edge);
+            } else {
+                l.pending.clear();
+            }
+            l.lower_insns(blocks[i], native);
         }
+    } else {
+        l.stats.blocks = 1;
+        l.lower_insns(blocks[0], native);
     }
     l.b.seal_all_blocks();
     let stats = l.stats;
@@ -246,6 +339,151 @@ pub enum Rip {
 }
 
 impl Lower<'_> {
+    /// Lower the instructions of one guest block at the current position, with its exits.
+    fn lower_insns(&mut self, block: &Block, native: bool) {
+        let l = self;
+        let n = block.insns.len();
+        let mut ended = false;
+        // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path
+        // and fault exits; past a per-block cap (only reached by pathological blocks, e.g.
+        // runs of `add [rax], al` in zero-filled memory) the rest go through the trampoline,
+        // which bounds the IR size and so the compile time.
+        let mut mem_ops = 0usize;
+        let mut rmw_ops = 0usize;
+        for (i, d) in block.insns.iter().enumerate() {
+            l.ins_ip = d.ins.ip();
+            l.next_ip = d.ins.next_ip();
+            l.slow_load = false;
+            let has_mem = (0..d.ins.op_count())
+                .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
+                && !matches!(
+                    d.ins.mnemonic(),
+                    iced_x86::Mnemonic::Lea | iced_x86::Mnemonic::Nop
+                );
+            let rmw = has_mem
+                && d.ins.op0_kind() == iced_x86::OpKind::Memory
+                && d.ins.mnemonic() != iced_x86::Mnemonic::Mov;
+            mem_ops += has_mem as usize;
+            rmw_ops += rmw as usize;
+            let within_cap = mem_ops <= MAX_NATIVE_MEM && rmw_ops <= MAX_NATIVE_RMW;
+            let outcome = if native && (within_cap || !has_mem) {
+                insn::lower(l, d)
+            } else {
+                insn::Outcome::NotNative
+            };
+            match outcome {
+                insn::Outcome::Continue => {
+                    l.stats.native += 1;
+                    l.rip_in_memory = false;
+                    if l.slow_load {
+                        l.yield_exit_if_requested();
+                    }
+                }
+                insn::Outcome::Ended => {
+                    l.stats.native += 1;
+                    ended = true;
+                    break;
+                }
+                insn::Outcome::NotNative => {
+                    l.stats.helper += 1;
+                    l.call_handler(d, n - i - 1);
+                }
+            }
+        }
+        if !ended {
+            if !l.rip_in_memory {
+                l.emit_chain_exit(Rip::Const(l.next_ip));
+            } else if block.insns.last().is_some_and(|d| near_indirect(&d.ins)) {
+                // A trampolined near indirect JMP/CALL: the target is in memory; the mode
+                // cannot have changed, so the chain table may be probed with it.
+                let rip = l.b.ins().load(types::I64, host_mem(), l.state, OFF_RIP);
+                l.emit_chain_exit(Rip::Dyn(rip));
+            } else {
+                l.emit_exit(None, ret::DISPATCH);
+            }
+        }
+    }
+
+    /// The IR block of region member `i` (created, and queued for lowering, on first use).
+    fn member_block(&mut self, i: usize) -> IrBlock {
+        if let Some(b) = self.members[i].ir {
+            return b;
+        }
+        let b = self.b.create_block();
+        self.members[i].ir = Some(b);
+        self.work.push(i);
+        self.stats.blocks += 1;
+        b
+    }
+
+    /// The member of the region starting at `rip`, if any.
+    fn member_at(&self, rip: u64) -> Option<usize> {
+        if self.edge.is_none() {
+            return None;
+        }
+        self.members.iter().position(|m| m.rip == rip)
+    }
+
+    /// A branch to member `t` (the current instruction is complete, counted in `k`): if the
+    /// budget covers the whole target block, jump to it inside the function with the
+    /// registers in SSA values and the flags handed over; otherwise leave with RIP at the
+    /// target (the dispatcher runs it, or the interpreter the rest of the budget). Leaves the
+    /// compile-time state as it was.
+    fn emit_region_edge(&mut self, t: usize) {
+        self.stats.edges += 1;
+        let (rip, len, lazy) = (
+            self.members[t].rip,
+            self.members[t].len,
+            self.members[t].lazy_flags,
+        );
+        let r = self.b.use_var(self.ret_var);
+        let r = self.b.ins().iadd_imm_s(r, self.k);
+        let end = self.b.ins().iadd_imm_s(r, len as i64);
+        let lim = self.region_end.expect("regions load region_end");
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
+        let go = self.b.create_block();
+        let out = self.b.create_block();
+        self.b.set_cold_block(out);
+        self.b.ins().brif(ok, go, &[], out, &[]);
+        self.b.seal_block(go);
+        self.b.seal_block(out);
+        self.b.switch_to_block(out);
+        self.emit_exit(Some(Rip::Const(rip)), ret::DISPATCH);
+
+        self.b.switch_to_block(go);
+        let saved = (self.loaded, self.dirty, self.pending.clone());
+        // The target expects every register of the region in its variable ...
+        for i in 0..17 {
+            if self.regs_used & (1 << i) != 0 {
+                self.gpr(i);
+            }
+        }
+        // ... the flags as it enters: handed over, or folded into RFLAGS ...
+        if lazy {
+            let edge = self.edge.take().expect("edge variables");
+            self.flags_to_edge(&edge);
+            self.edge = Some(edge);
+        } else if let Some(f) = self.flags_value() {
+            self.b.def_var(self.vars[RFLAGS], f);
+        }
+        // ... and memory up to date for every register it does not treat as dirty.
+        for i in 0..16 {
+            if self.dirty & !self.regs_written & (1 << i) != 0 {
+                let v = self.b.use_var(self.vars[i]);
+                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+            }
+        }
+        self.b.def_var(self.ret_var, r);
+        let target = self.member_block(t);
+        self.b.ins().jump(target, &[]);
+        (self.loaded, self.dirty, self.pending) = saved;
+    }
+
+    /// Load the TLB and RAM pointers now (region entry: the values must dominate every block).
+    fn mem_base_now(&mut self) {
+        let _ = self.mem_base();
+    }
+
     // ----- registers -----
 
     /// Current 64-bit value of GPR `i` (loaded on first use).
@@ -294,7 +532,7 @@ impl Lower<'_> {
             }
             None => {}
         }
-        if self.k != 0 {
+        if self.k != 0 || self.ret_stale {
             let r = self.b.use_var(self.ret_var);
             let r = self.b.ins().iadd_imm_s(r, self.k);
             self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
@@ -343,6 +581,12 @@ impl Lower<'_> {
     /// the budget (see `crate::chain`), else return [`ret::DISPATCH`].
     fn emit_chain_exit(&mut self, rip: Rip) {
         use crate::chain;
+        if let Rip::Const(t) = rip {
+            if let Some(m) = self.member_at(t) {
+                self.emit_region_edge(m);
+                return;
+            }
+        }
         for i in 0..16 {
             if self.dirty & (1 << i) != 0 {
                 let v = self.b.use_var(self.vars[i]);
@@ -358,7 +602,7 @@ impl Lower<'_> {
         };
         self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
         let r = self.b.use_var(self.ret_var);
-        let r = if self.k != 0 {
+        let r = if self.k != 0 || self.ret_stale {
             let r = self.b.ins().iadd_imm_s(r, self.k);
             self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
             r
@@ -431,6 +675,12 @@ impl Lower<'_> {
         self.side_exit_if(c, Some(Rip::Const(next)), None, ret::DISPATCH);
     }
 
+    /// Like [`Lower::smc_exit_if`], for a branch that continues at `rip`.
+    pub fn smc_exit_to_if(&mut self, status: Value, rip: u64) {
+        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
+        self.side_exit_if(c, Some(Rip::Const(rip)), None, ret::DISPATCH);
+    }
+
     /// After a retired instruction whose load went through the helper: if that access asked
     /// for a yield (MMIO), leave the block with RIP at the next instruction; the dispatcher
     /// turns the pending `Cpu::yield_requested` into `ExitReason::Yield`. (Stores report it
@@ -463,6 +713,7 @@ impl Lower<'_> {
         self.dirty = 0;
         self.pending.clear();
         self.k = 0;
+        self.ret_stale = false;
         let r = self
             .b
             .ins()
@@ -508,12 +759,13 @@ impl Lower<'_> {
             }
         }
         self.dirty = 0;
-        if self.k != 0 {
+        if self.k != 0 || self.ret_stale {
             let r = self.b.use_var(self.ret_var);
             let r = self.b.ins().iadd_imm_s(r, self.k);
             self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
             self.b.def_var(self.ret_var, r);
             self.k = 0;
+            self.ret_stale = false;
         }
     }
 }
