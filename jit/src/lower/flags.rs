@@ -373,6 +373,21 @@ impl Lower<'_> {
         if p.op == FlagOp::Dyn {
             return self.fold_dyn(rf, p);
         }
+        if self.cold {
+            // The same formulas in the helper: one call instead of a few dozen instructions.
+            let code = self.iconst(encode(p.op, p.size, p.mask));
+            let cin = match p.cin {
+                Some(c) => c,
+                None => code,
+            };
+            let q = Pending {
+                op: FlagOp::Dyn,
+                code: Some(code),
+                cin: Some(cin),
+                ..p
+            };
+            return self.fold_dyn(rf, q);
+        }
         let bits = self.flag_bits(p, p.mask);
         let rf = self.b.ins().band_imm_s(rf, !(p.mask as i64));
         self.b.ins().bor(rf, bits)

@@ -96,6 +96,8 @@ pub struct Lower<'a> {
     /// `ret_var` is ahead of `cpu.retired` in memory even when `k` is 0 (a region block
     /// entered through a jump inside the function).
     ret_stale: bool,
+    /// Emitting a cold exit: flags are folded by a helper call instead of inline code.
+    pub cold: bool,
     /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
     mem_base: Option<(Value, Value, Value)>,
     sigs: HelperSigs,
@@ -259,6 +261,7 @@ pub fn lower_region(
         ret_var,
         k: 0,
         ret_stale: false,
+        cold: false,
         mem_base: None,
         sigs,
         chain_table,
@@ -302,7 +305,8 @@ pub fn lower_region(
             let blk = l.members[i].ir.expect("queued blocks have an IR block");
             l.b.switch_to_block(blk);
             l.loaded = regs_used;
-            l.dirty = regs_written;
+            // Edges write the registers through: memory is up to date on entry.
+            l.dirty = 0;
             l.k = 0;
             l.ret_stale = true;
             l.rip_in_memory = false;
@@ -466,11 +470,16 @@ impl Lower<'_> {
         } else if let Some(f) = self.flags_value() {
             self.b.def_var(self.vars[RFLAGS], f);
         }
-        // ... and memory up to date for every register it does not treat as dirty.
-        for i in 0..16 {
-            if self.dirty & !self.regs_written & (1 << i) != 0 {
+        // ... and memory up to date (it enters with nothing dirty, so that its exits store
+        // only what it changes itself).
+        if !lazy && !self.pending.is_empty() {
+            self.dirty |= 1 << RFLAGS;
+        }
+        for i in 0..17 {
+            if self.dirty & (1 << i) != 0 {
                 let v = self.b.use_var(self.vars[i]);
-                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+                let off = if i == RFLAGS { OFF_RFLAGS } else { gpr_off(i) };
+                self.b.ins().store(host_mem(), v, self.state, off);
             }
         }
         self.b.def_var(self.ret_var, r);
@@ -513,6 +522,8 @@ impl Lower<'_> {
     /// Emit, in the current (side) block, the exit: write back dirty registers and the flags,
     /// RIP and `retired`, then return `code`. Leaves the compile-time state untouched.
     fn emit_exit_code(&mut self, rip: Option<Rip>, code: Value) {
+        // Exits are cold: fold the flags through the helper (small code) rather than inline.
+        self.cold = true;
         for i in 0..16 {
             if self.dirty & (1 << i) != 0 {
                 let v = self.b.use_var(self.vars[i]);
@@ -538,6 +549,7 @@ impl Lower<'_> {
             self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
         }
         self.b.ins().return_(&[code]);
+        self.cold = false;
     }
 
     fn emit_exit(&mut self, rip: Option<Rip>, code: u32) {
