@@ -201,6 +201,13 @@ pub fn main(args: BootArgs) -> i32 {
 }
 
 fn run(args: &BootArgs) -> Result<i32, String> {
+    // Ctrl-C and SIGTERM only set a flag; the run loop stops at the next instruction boundary
+    // it checks (exit code 130, stats still printed, the terminal restored).
+    // SAFETY: installing a signal handler that only stores to an atomic is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_sigint as *const () as libc::sighandler_t);
+    }
     let kernel_path = args
         .boot
         .as_ref()
@@ -245,11 +252,6 @@ fn run(args: &BootArgs) -> Result<i32, String> {
     };
     if args.interactive {
         m.poll_every = Some((POLL_NS / args.ns_per_insn).max(1));
-    }
-    // SAFETY: installing a signal handler that only stores to an atomic is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_sigint as *const () as libc::sighandler_t);
     }
     // Raw mode from here; dropping `live` (any return, or unwinding) restores the terminal.
     let mut live = args.interactive.then(super::tty::Live::start);
