@@ -2,7 +2,8 @@
 //!
 //! Virtual time is the retired-instruction count plus the instructions' worth of time skipped
 //! while the CPU was halted; `--ns-per-insn` maps it to nanoseconds for the devices. Nothing
-//! on this path reads a host clock.
+//! on this path reads a host clock. Console input arrives on the same clock (input.rs): each
+//! input event is one more deadline.
 
 pub mod cli;
 pub mod input;
@@ -234,10 +235,12 @@ impl Machine {
         }
     }
 
-    /// Run until the guest powers off, exits, resets or faults fatally, `--max-insns`, or
-    /// `interrupt` says so (checked between engine runs). Returns `None` when `pause_at`
-    /// instructions have retired (the caller drains output and calls again; pausing changes
-    /// nothing the guest can see).
+    /// Run until the guest powers off, exits, resets or faults fatally, `--max-insns`, a
+    /// replayed input recording ends, or `interrupt` says so (checked between engine runs, at
+    /// the first visit of each virtual time). Returns `None` when `pause_at` instructions have
+    /// retired or a live-input poll is due ([`Machine::poll_every`]); the caller drains output,
+    /// may offer input at [`Machine::vtime`], and calls again (pausing changes nothing the guest
+    /// can see).
     pub fn run_until(&mut self, pause_at: u64, interrupt: &dyn Fn() -> bool) -> Option<Stop> {
         let stop = self.run_inner(pause_at, interrupt);
         if stop == Some(Stop::Interrupted) && !interrupt() {
