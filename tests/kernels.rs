@@ -338,10 +338,20 @@ fn echo_scripted_input_record_and_replay() {
             script.to_str().unwrap(),
             "--record-input",
             rec2.to_str().unwrap(),
+            "--trace",
+            "interrupts",
         ],
     );
     assert_eq!(t.stdout, ECHO_OUTPUT, "stderr:\n{}", t.stderr);
     assert!(t.stderr.contains("2 interrupts"), "{}", t.stderr);
+    // Each event wakes the halted CPU at exactly its virtual time.
+    for at in ["virtual 5000 ns)", "virtual 90000 ns)"] {
+        assert!(
+            t.stderr.contains("trace: interrupt vector 0x24") && t.stderr.contains(at),
+            "no RX interrupt at {at}:\n{}",
+            t.stderr
+        );
+    }
     // The last byte arrives at 90000 and the guest needs a few hundred instructions after it.
     let vt: u64 = t
         .stats
