@@ -55,7 +55,7 @@ pub struct BootArgs {
     #[arg(long, value_delimiter = ',')]
     pub trace: Vec<TraceWhat>,
     /// Console input: the bytes of FILE, offered to the guest's COM1 from virtual time 0, each
-    /// as soon as the UART has room (none is lost).
+    /// as soon as the UART accepts it (room in the FIFO, RTS up): none is lost.
     #[arg(long, value_name = "FILE")]
     pub input_file: Option<PathBuf>,
     /// Console input: STRING (escapes \n \r \t \e \0 \\ \xHH), offered like --input-file.
