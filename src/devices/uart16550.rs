@@ -2,9 +2,15 @@
 //!
 //! Transmission is instantaneous: a THR write appends the byte to [`Uart::output`] (or to the
 //! receive FIFO in loopback mode) and the transmitter is empty again right away, as in QEMU.
-//! Received bytes come from the machine through [`Uart::push_rx`]. The receive-data interrupt is
-//! raised as soon as data is present (at or above the FIFO trigger level it reads as "data
-//! available", below it as "character timeout"), so no timer is needed and input is deterministic.
+//! Received bytes come from the machine through [`Uart::push_rx`] (the machine's input feeder,
+//! src/machine/input.rs, only offers a byte when [`Uart::accepts_input`]: room in the FIFO, RTS
+//! asserted as hardware flow control, not in loopback). The receive-data interrupt is raised as
+//! soon as data is present (at or above the FIFO trigger level it reads as "data available",
+//! below it as "character timeout"), so no timer is needed and input is deterministic.
+//!
+//! Overrun (a byte arriving with no room) sets LSR.OE like a real 16550A: with the FIFO on the
+//! new byte is lost and the FIFO kept; with the FIFO off (16450 mode) the new byte overwrites the
+//! holding register.
 
 use super::{IrqLine, Persist, PioDevice, SnapError, SnapReader, SnapWriter};
 use std::collections::VecDeque;
@@ -18,6 +24,7 @@ const IER_THRE: u8 = 0x02;
 const IER_RLS: u8 = 0x04;
 const IER_MS: u8 = 0x08;
 const LCR_DLAB: u8 = 0x80;
+const MCR_RTS: u8 = 0x02;
 const MCR_LOOP: u8 = 0x10;
 const LSR_DR: u8 = 0x01;
 const LSR_OE: u8 = 0x02;
@@ -89,16 +96,32 @@ impl Uart {
         self.rx_capacity().saturating_sub(self.rx.len())
     }
 
-    /// Deliver one received byte; returns false (and sets the overrun bit) if the FIFO is full.
+    /// Whether an attached terminal may send a byte now: there is room in the receive FIFO,
+    /// the guest asserts RTS (hardware flow control; drivers raise RTS when the port is opened),
+    /// and the port is not in loopback (which disconnects the receiver from the line).
+    pub fn accepts_input(&self) -> bool {
+        self.rx_space() > 0 && self.mcr & MCR_RTS != 0 && self.mcr & MCR_LOOP == 0
+    }
+
+    /// Deliver one received byte; returns false if there was no room (overrun: LSR.OE is set,
+    /// and the byte is lost with the FIFO on or replaces the holding register with it off).
     pub fn push_rx(&mut self, byte: u8) -> bool {
-        let ok = self.rx_space() > 0;
-        if ok {
-            self.rx.push_back(byte);
-        } else {
-            self.lsr_err |= LSR_OE;
-        }
+        let ok = self.receive(byte);
         self.update_irq();
         ok
+    }
+
+    fn receive(&mut self, byte: u8) -> bool {
+        if self.rx_space() > 0 {
+            self.rx.push_back(byte);
+            return true;
+        }
+        self.lsr_err |= LSR_OE;
+        if !self.fifo_on() {
+            self.rx.clear();
+            self.rx.push_back(byte);
+        }
+        false
     }
 
     /// Take the bytes the guest transmitted so far.
@@ -167,11 +190,7 @@ impl Uart {
 
     fn transmit(&mut self, byte: u8) {
         if self.mcr & MCR_LOOP != 0 {
-            if self.rx.len() < self.rx_capacity() {
-                self.rx.push_back(byte);
-            } else {
-                self.lsr_err |= LSR_OE;
-            }
+            self.receive(byte);
         } else {
             self.output.push(byte);
         }
@@ -418,6 +437,114 @@ mod tests {
         assert_eq!(u.rx_space(), 0);
         rd(&mut u, 0);
         assert_eq!(u.rx_space(), 1);
+    }
+
+    #[test]
+    fn rx_fifo_overrun_and_data_ready() {
+        let mut u = Uart::new();
+        wr(&mut u, 2, 0x07); // FIFO on, both cleared, trigger 1
+        wr(&mut u, 4, 0x0b); // DTR | RTS | OUT2
+        assert_eq!(rd(&mut u, 5) & LSR_DR, 0);
+        assert_eq!(rd(&mut u, 0), 0, "empty RBR reads 0");
+        for b in 0..16 {
+            assert!(u.accepts_input());
+            assert!(u.push_rx(b));
+        }
+        assert!(!u.accepts_input(), "FIFO full");
+        assert!(!u.push_rx(99), "overrun");
+        assert_eq!(rd(&mut u, 5), 0x60 | LSR_OE | LSR_DR);
+        assert_eq!(rd(&mut u, 5), 0x60 | LSR_DR, "OE cleared by the LSR read");
+        let got: Vec<u8> = (0..16).map(|_| rd(&mut u, 0)).collect();
+        assert_eq!(
+            got,
+            (0..16).collect::<Vec<u8>>(),
+            "FIFO kept, the new byte lost"
+        );
+        assert_eq!(rd(&mut u, 5) & LSR_DR, 0);
+        // FCR bit 1 clears the receive FIFO.
+        u.push_rx(1);
+        u.push_rx(2);
+        wr(&mut u, 2, 0x03);
+        assert_eq!(rd(&mut u, 5) & LSR_DR, 0);
+        // 16450 mode: an overrun replaces the holding register.
+        wr(&mut u, 2, 0x00);
+        assert!(u.push_rx(b'a'));
+        assert!(!u.accepts_input());
+        assert!(!u.push_rx(b'b'));
+        assert_eq!(rd(&mut u, 5), 0x60 | LSR_OE | LSR_DR);
+        assert_eq!(rd(&mut u, 0), b'b');
+        // Loopback: transmitted bytes fill the receive FIFO, with overrun at 16.
+        wr(&mut u, 2, 0x01);
+        wr(&mut u, 4, 0x1b);
+        assert!(!u.accepts_input(), "loopback disconnects the line");
+        for b in 0..17 {
+            wr(&mut u, 0, b);
+        }
+        assert!(u.output.is_empty());
+        assert_eq!(rd(&mut u, 5) & LSR_OE, LSR_OE);
+        assert_eq!(rd(&mut u, 0), 0);
+        // RTS low: flow control holds input back.
+        wr(&mut u, 4, 0x09);
+        wr(&mut u, 2, 0x03);
+        assert!(!u.accepts_input());
+    }
+
+    #[test]
+    fn rx_interrupts_and_trigger_levels() {
+        let mut u = Uart::new();
+        wr(&mut u, 4, 0x0b);
+        wr(&mut u, 2, 0x01);
+        u.push_rx(b'x');
+        assert!(!u.irq.level(), "IER bit 0 off: no interrupt");
+        assert_eq!(rd(&mut u, 2), 0xc1);
+        wr(&mut u, 1, IER_RDA);
+        assert!(
+            u.irq.level(),
+            "enabling ERBFI with data present raises the line"
+        );
+        assert_eq!(rd(&mut u, 2), 0xc4, "trigger 1: data available");
+        assert!(
+            u.irq.level(),
+            "an IIR read does not clear RX data available"
+        );
+        rd(&mut u, 0);
+        assert!(!u.irq.level(), "reading the data clears it");
+        assert_eq!(rd(&mut u, 2), 0xc1);
+        for (fcr, level) in [(0x41, 4), (0x81, 8), (0xc1, 14)] {
+            wr(&mut u, 2, fcr | 0x02);
+            for i in 1..=level {
+                u.push_rx(i as u8);
+                let want = if i < level { 0xcc } else { 0xc4 };
+                assert_eq!(rd(&mut u, 2), want, "trigger {level}, {i} bytes");
+                assert!(u.irq.level());
+            }
+            for _ in 0..level {
+                rd(&mut u, 0);
+            }
+            assert!(!u.irq.level());
+        }
+        // Priorities: line status > RX data > THRE > modem status.
+        wr(&mut u, 2, 0x07);
+        wr(&mut u, 1, IER_RLS | IER_RDA | IER_THRE | IER_MS);
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x02, "THRE on enabling");
+        u.push_rx(5);
+        wr(&mut u, 0, b'!');
+        for _ in 0..16 {
+            u.push_rx(6);
+        }
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x06, "overrun: line status first");
+        rd(&mut u, 5);
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x04, "then RX data");
+        while rd(&mut u, 5) & LSR_DR != 0 {
+            rd(&mut u, 0);
+        }
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x02, "then THRE");
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x01, "THRE cleared by the IIR read");
+        wr(&mut u, 4, 0x10); // loopback with all outputs off: CTS/DSR/DCD drop -> MSR deltas
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x00, "modem status last");
+        rd(&mut u, 6);
+        assert_eq!(rd(&mut u, 2) & 0x0f, 0x01);
+        assert!(!u.irq.level());
     }
 
     #[test]

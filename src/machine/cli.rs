@@ -54,6 +54,23 @@ pub struct BootArgs {
     /// Trace events to stderr: `exceptions`, `interrupts` (comma-separated or repeated).
     #[arg(long, value_delimiter = ',')]
     pub trace: Vec<TraceWhat>,
+    /// Console input: the bytes of FILE, offered to the guest's COM1 from virtual time 0, each
+    /// as soon as the UART accepts it (room in the FIFO, RTS up): none is lost.
+    #[arg(long, value_name = "FILE")]
+    pub input_file: Option<PathBuf>,
+    /// Console input: STRING (escapes \n \r \t \e \0 \\ \xHH), offered like --input-file.
+    #[arg(long, value_name = "STRING")]
+    pub input: Option<String>,
+    /// Console input from host stdin (raw mode on a terminal; Ctrl-A x quits). Depends on when
+    /// you type: record it with --record-input to replay it.
+    #[arg(long)]
+    pub interactive: bool,
+    /// Write every console-input event (virtual time, bytes) to FILE as it reaches the guest.
+    #[arg(long, value_name = "FILE")]
+    pub record_input: Option<PathBuf>,
+    /// Offer the timed input of FILE (a --record-input recording or a hand-written script).
+    #[arg(long, value_name = "FILE")]
+    pub replay_input: Option<PathBuf>,
 }
 
 /// `--trace` values.
@@ -67,6 +84,65 @@ static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
+}
+
+/// Live input is polled every this much virtual time (1 ms).
+const POLL_NS: u64 = 1_000_000;
+
+/// Console input from the options: the replayed script first, then --input-file, then --input
+/// (all at virtual time 0 unless the script says otherwise).
+fn input_feeder(args: &BootArgs) -> Result<super::input::InputFeeder, String> {
+    use super::input::{unescape, InputFeeder, InputScript};
+    let mut f = match &args.replay_input {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read the input recording {}: {e}", p.display()))?;
+            InputFeeder::new(
+                InputScript::parse(&text).map_err(|e| format!("{}: {e}", p.display()))?,
+            )
+        }
+        None => InputFeeder::default(),
+    };
+    if let Some(p) = &args.input_file {
+        f.offer(0, read(p, "input file")?);
+    }
+    if let Some(s) = &args.input {
+        f.offer(0, unescape(s).map_err(|e| format!("--input: {e}"))?);
+    }
+    Ok(f)
+}
+
+/// `--record-input`: the recording file, written as events arrive.
+struct Recorder {
+    file: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
+}
+
+impl Recorder {
+    fn create(p: &PathBuf) -> Result<Recorder, String> {
+        let file = std::fs::File::create(p)
+            .map_err(|e| format!("cannot create the input recording {}: {e}", p.display()))?;
+        let mut r = Recorder {
+            file: std::io::BufWriter::new(file),
+            path: p.clone(),
+        };
+        r.write(super::input::HEADER);
+        Ok(r)
+    }
+    fn write(&mut self, s: &str) {
+        if let Err(e) = self
+            .file
+            .write_all(s.as_bytes())
+            .and_then(|_| self.file.flush())
+        {
+            eprintln!("lockstep: writing {}: {e}", self.path.display());
+        }
+    }
+    fn events(&mut self, m: &mut Machine) {
+        for e in m.input.take_log() {
+            self.write(&super::input::format_event(&e));
+        }
+    }
 }
 
 /// Parse `YYYY-MM-DDTHH:MM:SS[Z]` (UTC) into seconds since 1970.
@@ -125,6 +201,13 @@ pub fn main(args: BootArgs) -> i32 {
 }
 
 fn run(args: &BootArgs) -> Result<i32, String> {
+    // Ctrl-C and SIGTERM only set a flag; the run loop stops at the next instruction boundary
+    // it checks (exit code 130, stats still printed, the terminal restored).
+    // SAFETY: installing a signal handler that only stores to an atomic is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_sigint as *const () as libc::sighandler_t);
+    }
     let kernel_path = args
         .boot
         .as_ref()
@@ -162,22 +245,51 @@ fn run(args: &BootArgs) -> Result<i32, String> {
     if args.stats {
         eprintln!("lockstep: {summary}");
     }
-    // SAFETY: installing a signal handler that only stores to an atomic is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    m.input = input_feeder(args)?;
+    let mut recorder = match &args.record_input {
+        Some(p) => Some(Recorder::create(p)?),
+        None => None,
+    };
+    if args.interactive {
+        m.poll_every = Some((POLL_NS / args.ns_per_insn).max(1));
+    }
+    // Raw mode from here; dropping `live` (any return, or unwinding) restores the terminal.
+    let mut live = args.interactive.then(super::tty::Live::start);
+    if live.as_ref().is_some_and(|l| l.raw) {
+        eprint!("lockstep: interactive console (Ctrl-A x quits)\r\n");
     }
     let mut out = std::io::stdout();
     let stop = loop {
-        // Run in bounded pieces so serial output streams while the guest runs.
+        // Run in bounded pieces so serial output streams while the guest runs; with
+        // --interactive the machine also pauses every POLL_NS of virtual time.
         let pause_at = m.cpu.retired.saturating_add(20_000_000);
         let s = m.run_until(pause_at, &|| STOP.load(Ordering::Relaxed));
         let bytes = m.plat.uart.drain_output();
         let _ = out.write_all(&bytes);
         let _ = out.flush();
+        if let Some(r) = &mut recorder {
+            r.events(&mut m);
+        }
         if let Some(s) = s {
             break s;
         }
+        if let Some(l) = &mut live {
+            // A halted guest waits for the host a little (paces idle time to wall time).
+            let p = l.poll(if m.cpu.state.halted { 1 } else { 0 });
+            if p.quit {
+                STOP.store(true, Ordering::Relaxed);
+            }
+            let vt = m.vtime();
+            m.input.offer(vt, p.bytes);
+        }
     };
+    drop(live);
+    if let Some(r) = &mut recorder {
+        r.events(&mut m);
+        if matches!(stop, Stop::Interrupted | Stop::ReplayEnd) {
+            r.write(&format!("end {}\n", m.vtime()));
+        }
+    }
     let msg = match &stop {
         Stop::PowerOff => "guest powered off".to_string(),
         Stop::ExitDevice(c) => format!("guest wrote the exit device: exit code {c}"),
@@ -185,7 +297,15 @@ fn run(args: &BootArgs) -> Result<i32, String> {
         Stop::TripleFault(r) => format!("triple fault: {r}"),
         Stop::MaxInsns => format!("--max-insns reached at rip={:#x}", m.cpu.state.rip),
         Stop::Deadlock(r) => r.clone(),
-        Stop::Interrupted => "interrupted".to_string(),
+        Stop::Interrupted => format!(
+            "interrupted at virtual time {} (instructions), rip={:#x}",
+            m.vtime(),
+            m.cpu.state.rip
+        ),
+        Stop::ReplayEnd => format!(
+            "the input recording ended at virtual time {} (where the recorded run was interrupted)",
+            m.vtime()
+        ),
         Stop::Divergence(r) => r.clone(),
     };
     if args.stats || !matches!(stop, Stop::PowerOff | Stop::ExitDevice(_)) {

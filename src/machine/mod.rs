@@ -2,13 +2,17 @@
 //!
 //! Virtual time is the retired-instruction count plus the instructions' worth of time skipped
 //! while the CPU was halted; `--ns-per-insn` maps it to nanoseconds for the devices. Nothing
-//! on this path reads a host clock.
+//! on this path reads a host clock. Console input arrives on the same clock (input.rs): each
+//! input event is one more deadline.
 
 pub mod cli;
+pub mod input;
 pub mod platform;
+pub mod tty;
 
 use crate::boot::{self, BootError, KernelKind};
 use crate::seed::Seed;
+use input::InputFeeder;
 use lockstep_interp::interrupt::{self, Event};
 use lockstep_interp::{Cpu, CpuConfig, CpuState, Engine, ExitReason, GuestRam, Interpreter};
 use lockstep_jit::{Jit, JitConfig, Verify};
@@ -78,8 +82,10 @@ pub enum Stop {
     MaxInsns,
     /// The CPU halted with nothing left that could wake it.
     Deadlock(String),
-    /// Stopped from outside (Ctrl-C).
+    /// Stopped from outside (Ctrl-C, SIGTERM, the interactive quit key).
     Interrupted,
+    /// A replayed input recording reached its `end` (where the recorded run was interrupted).
+    ReplayEnd,
     /// `--verify` found the JIT and the interpreter disagreeing (the report).
     Divergence(String),
 }
@@ -95,6 +101,7 @@ impl Stop {
             Stop::MaxInsns => 4,
             Stop::Deadlock(_) => 5,
             Stop::Interrupted => 130,
+            Stop::ReplayEnd => 0,
             Stop::Divergence(_) => 6,
         }
     }
@@ -111,6 +118,13 @@ pub struct Machine {
     pub config: MachineConfig,
     /// Interrupts delivered from devices, exceptions delivered, engine runs.
     pub stats: MachineStats,
+    /// Console input offered to the UART (scripted, replayed or live).
+    pub input: InputFeeder,
+    /// Pause `run_until` every this many instructions of virtual time (live input polling).
+    pub poll_every: Option<u64>,
+    next_poll: u64,
+    /// Virtual time of the last loop-top visit that checked for a stop (see `run_inner`).
+    last_stop_check: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -161,6 +175,10 @@ impl Machine {
             verify,
             config,
             stats: MachineStats::default(),
+            input: InputFeeder::default(),
+            poll_every: None,
+            next_poll: 0,
+            last_stop_check: None,
         })
     }
 
@@ -189,12 +207,23 @@ impl Machine {
         self.cpu.retired + self.plat.idle_insns
     }
 
-    /// Instructions until the next device deadline (at least 1), if any.
+    /// Instructions until the next deadline (at least 1), if any: a device event, the next
+    /// input arrival, the replay end, the next live-input poll.
     fn insns_to_next_event(&self) -> Option<u64> {
-        let next = self.plat.next_event()?;
-        let now = self.plat.ns_at(self.cpu.retired);
-        let d = next.saturating_sub(now);
-        Some(d.div_ceil(self.plat.ns_per_insn).max(1))
+        let device = self.plat.next_event().map(|next| {
+            let now = self.plat.ns_at(self.cpu.retired);
+            let d = next.saturating_sub(now);
+            d.div_ceil(self.plat.ns_per_insn)
+        });
+        let vt = self.vtime();
+        let poll = self.poll_every.map(|_| self.next_poll);
+        [self.input.next_arrival(), self.input.end, poll]
+            .into_iter()
+            .flatten()
+            .map(|t| t.saturating_sub(vt))
+            .chain(device)
+            .min()
+            .map(|n| n.max(1))
     }
 
     /// Run to the end (see [`Machine::run_until`]).
@@ -206,10 +235,12 @@ impl Machine {
         }
     }
 
-    /// Run until the guest powers off, exits, resets or faults fatally, `--max-insns`, or
-    /// `interrupt` says so (checked between engine runs). Returns `None` when `pause_at`
-    /// instructions have retired (the caller drains output and calls again; pausing changes
-    /// nothing the guest can see).
+    /// Run until the guest powers off, exits, resets or faults fatally, `--max-insns`, a
+    /// replayed input recording ends, or `interrupt` says so (checked between engine runs, at
+    /// the first visit of each virtual time). Returns `None` when `pause_at` instructions have
+    /// retired or a live-input poll is due ([`Machine::poll_every`]); the caller drains output,
+    /// may offer input at [`Machine::vtime`], and calls again (pausing changes nothing the guest
+    /// can see).
     pub fn run_until(&mut self, pause_at: u64, interrupt: &dyn Fn() -> bool) -> Option<Stop> {
         let stop = self.run_inner(pause_at, interrupt);
         if stop == Some(Stop::Interrupted) && !interrupt() {
@@ -220,6 +251,10 @@ impl Machine {
 
     fn run_inner(&mut self, pause_at: u64, stop: &dyn Fn() -> bool) -> Option<Stop> {
         loop {
+            // Input lands here, at an instruction boundary: at its arrival time (a deadline
+            // below) or right after the guest's port access that made room (those end the run).
+            let vt = self.vtime();
+            self.input.feed(vt, &mut self.plat.uart);
             self.plat.advance(self.cpu.retired);
             if let Some(r) = self.plat.take_request() {
                 return Some(match r {
@@ -228,8 +263,23 @@ impl Machine {
                     Request::Exit(c) => Stop::ExitDevice(c),
                 });
             }
-            if stop() {
-                return Some(Stop::Interrupted);
+            // Stops from outside are taken only at the first visit of each virtual time (not
+            // after an interrupt delivery at the same time), so that a replay's `end T`, a
+            // deadline, stops in exactly the state in which the recorded run was interrupted.
+            if self.last_stop_check != Some(vt) {
+                self.last_stop_check = Some(vt);
+                if self.input.end.is_some_and(|e| vt >= e) {
+                    return Some(Stop::ReplayEnd);
+                }
+                if stop() {
+                    return Some(Stop::Interrupted);
+                }
+            }
+            if let Some(p) = self.poll_every {
+                if vt >= self.next_poll {
+                    self.next_poll = (vt / p + 1).saturating_mul(p);
+                    return None;
+                }
             }
             let st = &self.cpu.state;
             let if_set = st.rflags & lockstep_interp::state::flags::IF != 0;
