@@ -228,6 +228,28 @@ fn debian_cloud_vmlinux_boots_through_pvh() {
     check("cloud-amd64", Loader::Pvh);
 }
 
+/// Both of Debian's compressions (LZ4 for the cloud kernel, XZ with the x86 BCJ filter for the
+/// generic one) extract to an ELF vmlinux with a PVH entry note.
+#[test]
+fn extract_vmlinux_from_both_debian_kernels() {
+    for flavour in ["cloud-amd64", "amd64"] {
+        let k = kernel(flavour).unwrap_or_else(|| panic!("no /boot/vmlinuz-*{flavour}"));
+        let v = extract_vmlinux(&k, &format!("{flavour}-extract"));
+        let elf = std::fs::read(&v).unwrap();
+        assert_eq!(&elf[..5], b"\x7fELF\x02", "{flavour}: not an ELF64 file");
+        std::fs::remove_file(&v).unwrap();
+    }
+    // Not a bzImage: exit code 2 and a message naming the problem.
+    let o = Command::new(lockstep_bin())
+        .arg("extract-vmlinux")
+        .arg(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["-o", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a Linux bzImage"));
+}
+
 #[test]
 fn debian_generic_kernel_boots_to_userspace() {
     check("amd64", Loader::BzImage);

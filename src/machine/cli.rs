@@ -222,7 +222,10 @@ pub struct ExtractArgs {
 pub fn extract_main(args: ExtractArgs) -> i32 {
     let run = || -> Result<String, String> {
         let image = read(&args.bzimage, "bzImage")?;
-        let x = crate::boot::extract::extract(&image).map_err(|e| e.to_string())?;
+        let x = crate::boot::extract::extract(&image).map_err(|e| match e {
+            crate::boot::BootError::Kernel(m) => format!("cannot extract a vmlinux: {m}"),
+            e => e.to_string(),
+        })?;
         let pvh = match crate::boot::pvh::Elf64::parse(&x.vmlinux).and_then(|e| e.pvh_entry()) {
             Ok(Some(entry)) => format!("PVH entry {entry:#x}"),
             Ok(None) => "no PVH entry note (cannot be booted with --boot)".into(),
