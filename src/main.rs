@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
     version,
     about = "A deterministic x86-64 machine",
     long_about = "A deterministic x86-64 machine.\n\nWithout a subcommand, boots a kernel: \
-                  lockstep --boot <bzImage|multiboot kernel> [--initrd FILE] [--append CMDLINE] \
+                  lockstep --boot <bzImage|PVH vmlinux|multiboot kernel> [--initrd FILE] [--append CMDLINE] \
                   [--seed HEX] [--ram-mb MiB] [--epoch RFC3339] [--engine interp|jit] [--verify] \
                   [--stats] [--max-insns N]. Serial output goes to stdout. Exit codes: 0 guest \
                   powered off; the exit device's code; 2 bad input; 3 triple fault; 4 --max-insns \
@@ -35,6 +35,8 @@ enum Cmd {
     Mkinitramfs(lockstep::initramfs::MkInitramfsArgs),
     /// Time a Linux boot to the userspace marker: Lockstep vs qemu-system-x86_64 (TCG, icount).
     BenchBoot(lockstep::bootbench::BenchBootArgs),
+    /// Decompress the ELF vmlinux out of a bzImage (LZ4 or XZ), for booting through PVH.
+    ExtractVmlinux(lockstep::machine::cli::ExtractArgs),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
         Some(Cmd::Bench(a)) => lockstep::bench::main(a),
         Some(Cmd::Mkinitramfs(a)) => lockstep::initramfs::main(a),
         Some(Cmd::BenchBoot(a)) => lockstep::bootbench::main(a),
+        Some(Cmd::ExtractVmlinux(a)) => lockstep::machine::cli::extract_main(a),
     };
     std::process::exit(code);
 }

@@ -1,7 +1,7 @@
-//! Linux boot tests: Debian 12's kernels (from /boot, installed by scripts/install-deps.sh) boot from their bzImage with a busybox initramfs to userspace, run a shell loop and a static C program, and power off — identically in the interpreter and the JIT, and identically to the golden in goldens/boot/ (serial log, retired count, state hash, keyed by kernel version).
+//! Linux boot tests: Debian 12's kernels (from /boot, installed by scripts/install-deps.sh) boot from their bzImage — and the cloud kernel also as an ELF vmlinux through the PVH entry, extracted with `lockstep extract-vmlinux` — with a busybox initramfs to userspace, run a shell loop and a static C program, and power off — identically in the interpreter and the JIT, and identically to the golden in goldens/boot/ (serial log, retired count, state hash, keyed by kernel version; `<version>-pvh.golden` for the PVH boot).
 //!
 //! Re-bless after Debian updates a kernel: `LOCKSTEP_BLESS=1 cargo test --test boot`
-//! (writes goldens/boot/<kernel-version>.golden; review the diff before committing).
+//! (writes goldens/boot/<kernel-version>.golden and <kernel-version>-pvh.golden; review the diff before committing).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +83,7 @@ struct Run {
     code: i32,
     serial: String,
     stats: String,
+    stderr: String,
 }
 
 fn boot(kernel: &Path, initrd: &Path, engine: &str) -> Run {
@@ -105,10 +106,35 @@ fn boot(kernel: &Path, initrd: &Path, engine: &str) -> Run {
             .filter(|l| l.contains("retired"))
             .collect::<Vec<_>>()
             .join("\n"),
+        stderr,
     }
 }
 
-fn check(flavour: &str) {
+/// How the kernel is booted.
+#[derive(Clone, Copy, PartialEq)]
+enum Loader {
+    BzImage,
+    /// `extract-vmlinux` first, then boot the ELF through the PVH entry.
+    Pvh,
+}
+
+/// `lockstep extract-vmlinux bzimage -o <tmp>/vmlinux`.
+fn extract_vmlinux(bzimage: &Path, tag: &str) -> PathBuf {
+    let out = tmp(tag).join("vmlinux");
+    let o = Command::new(lockstep_bin())
+        .arg("extract-vmlinux")
+        .arg(bzimage)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let msg = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "extract-vmlinux failed: {msg}");
+    assert!(msg.contains("PVH entry 0x"), "{msg}");
+    out
+}
+
+fn check(flavour: &str, loader: Loader) {
     let Some(k) = kernel(flavour) else {
         panic!(
             "no /boot/vmlinuz-*{flavour}: run scripts/install-deps.sh (installs Debian's kernels)"
@@ -120,8 +146,22 @@ fn check(flavour: &str) {
         .to_string_lossy()
         .trim_start_matches("vmlinuz-")
         .to_string();
-    let rd = initramfs(flavour);
+    let (k, tag, golden_name) = match loader {
+        Loader::BzImage => (k, flavour.to_string(), format!("{version}.golden")),
+        Loader::Pvh => {
+            let tag = format!("{flavour}-pvh");
+            (
+                extract_vmlinux(&k, &tag),
+                tag,
+                format!("{version}-pvh.golden"),
+            )
+        }
+    };
+    let rd = initramfs(&tag);
     let i = boot(&k, &rd, "interp");
+    if loader == Loader::Pvh {
+        assert!(i.stderr.contains("PVH vmlinux: entry"), "{}", i.stderr);
+    }
     assert!(
         i.serial.contains(MARKER),
         "{version}: userspace marker not reached (exit {}):\n{}\n{}",
@@ -152,7 +192,7 @@ fn check(flavour: &str) {
 
     let golden_path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("goldens/boot")
-        .join(format!("{version}.golden"));
+        .join(&golden_name);
     let actual = format!("{}\n--- serial ---\n{}", i.stats, i.serial);
     if std::env::var_os("LOCKSTEP_BLESS").is_some() {
         std::fs::create_dir_all(golden_path.parent().unwrap()).unwrap();
@@ -180,10 +220,37 @@ fn tail(s: &str) -> String {
 
 #[test]
 fn debian_cloud_kernel_boots_to_userspace() {
-    check("cloud-amd64");
+    check("cloud-amd64", Loader::BzImage);
+}
+
+#[test]
+fn debian_cloud_vmlinux_boots_through_pvh() {
+    check("cloud-amd64", Loader::Pvh);
+}
+
+/// Both of Debian's compressions (LZ4 for the cloud kernel, XZ with the x86 BCJ filter for the
+/// generic one) extract to an ELF vmlinux with a PVH entry note.
+#[test]
+fn extract_vmlinux_from_both_debian_kernels() {
+    for flavour in ["cloud-amd64", "amd64"] {
+        let k = kernel(flavour).unwrap_or_else(|| panic!("no /boot/vmlinuz-*{flavour}"));
+        let v = extract_vmlinux(&k, &format!("{flavour}-extract"));
+        let elf = std::fs::read(&v).unwrap();
+        assert_eq!(&elf[..5], b"\x7fELF\x02", "{flavour}: not an ELF64 file");
+        std::fs::remove_file(&v).unwrap();
+    }
+    // Not a bzImage: exit code 2 and a message naming the problem.
+    let o = Command::new(lockstep_bin())
+        .arg("extract-vmlinux")
+        .arg(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["-o", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a Linux bzImage"));
 }
 
 #[test]
 fn debian_generic_kernel_boots_to_userspace() {
-    check("amd64");
+    check("amd64", Loader::BzImage);
 }

@@ -155,45 +155,18 @@ pub fn load(
     ram.write_phys(load_addr, payload)
         .map_err(|e| BootError::Kernel(e.to_string()))?;
 
-    // Command line.
-    let cmd = cmdline.as_bytes();
+    // Command line and initrd (as high as the kernel allows, below 4 GiB).
     let max_cmd = if h.cmdline_size == 0 {
         255
     } else {
         h.cmdline_size as usize
     };
-    if cmd.len() > max_cmd {
-        return Err(BootError::CmdlineTooLong {
-            len: cmd.len(),
-            max: max_cmd,
-        });
+    super::write_cmdline(ram, cmdline, max_cmd)?;
+    let mut top = 1u64 << 32;
+    if h.xloadflags & XLF_CAN_BE_LOADED_ABOVE_4G == 0 {
+        top = top.min(h.initrd_addr_max.saturating_add(1));
     }
-    let mut cbuf = cmd.to_vec();
-    cbuf.push(0);
-    write(ram, LowMem::CMDLINE, &cbuf)?;
-
-    // Initrd: as high as the kernel allows, below the end of RAM, page aligned.
-    let (rd_addr, rd_size) = match initrd {
-        Some(rd) if !rd.is_empty() => {
-            let mut top = ram_size;
-            if h.xloadflags & XLF_CAN_BE_LOADED_ABOVE_4G == 0 {
-                top = top.min(h.initrd_addr_max.saturating_add(1));
-            }
-            top = top.min(1 << 32);
-            let size = rd.len() as u64;
-            let addr = top.saturating_sub(size) & !0xfff;
-            if size > top || addr < kernel_end {
-                return Err(BootError::InitrdTooLarge {
-                    size,
-                    room: top.saturating_sub(kernel_end),
-                });
-            }
-            ram.write_phys(addr, rd)
-                .map_err(|e| BootError::Initrd(e.to_string()))?;
-            (addr, size)
-        }
-        _ => (0, 0),
-    };
+    let (rd_addr, rd_size) = super::place_initrd(ram, initrd, top, kernel_end)?;
 
     // boot_params: zero page with the setup header copied in.
     let mut bp = vec![0u8; 4096];

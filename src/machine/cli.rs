@@ -15,7 +15,8 @@ pub const EXIT_USAGE: i32 = 2;
 
 #[derive(Args, Debug, Clone)]
 pub struct BootArgs {
-    /// Kernel image: a Linux bzImage or a multiboot v1 kernel.
+    /// Kernel image: a Linux bzImage, an ELF vmlinux with a PVH entry note, or a multiboot v1
+    /// kernel (detected from the contents).
     #[arg(long, value_name = "KERNEL")]
     pub boot: Option<PathBuf>,
     /// Initial ramdisk (Linux) or multiboot module.
@@ -324,6 +325,53 @@ fn run(args: &BootArgs) -> Result<i32, String> {
         );
     }
     Ok(stop.exit_code())
+}
+
+/// `lockstep extract-vmlinux <bzImage> -o <vmlinux>`.
+#[derive(Args, Debug, Clone)]
+pub struct ExtractArgs {
+    /// The bzImage (e.g. /boot/vmlinuz-*).
+    pub bzimage: PathBuf,
+    /// Where to write the ELF vmlinux.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `lockstep extract-vmlinux`: write the bzImage's decompressed vmlinux; returns the exit code
+/// (0, or [`EXIT_USAGE`] for bad input).
+pub fn extract_main(args: ExtractArgs) -> i32 {
+    let run = || -> Result<String, String> {
+        let image = read(&args.bzimage, "bzImage")?;
+        let x = crate::boot::extract::extract(&image).map_err(|e| match e {
+            crate::boot::BootError::Kernel(m) => format!("cannot extract a vmlinux: {m}"),
+            e => e.to_string(),
+        })?;
+        let pvh = match crate::boot::pvh::Elf64::parse(&x.vmlinux).and_then(|e| e.pvh_entry()) {
+            Ok(Some(entry)) => format!("PVH entry {entry:#x}"),
+            Ok(None) => "no PVH entry note (cannot be booted with --boot)".into(),
+            Err(e) => format!("not bootable: {e}"),
+        };
+        std::fs::write(&args.output, &x.vmlinux)
+            .map_err(|e| format!("cannot write {}: {e}", args.output.display()))?;
+        Ok(format!(
+            "{}: {} payload of {} bytes -> {} bytes of ELF vmlinux in {}; {pvh}",
+            args.bzimage.display(),
+            x.compression.name(),
+            x.payload_len,
+            x.vmlinux.len(),
+            args.output.display()
+        ))
+    };
+    match run() {
+        Ok(msg) => {
+            eprintln!("lockstep: {msg}");
+            0
+        }
+        Err(msg) => {
+            eprintln!("lockstep: {msg}");
+            EXIT_USAGE
+        }
+    }
 }
 
 #[cfg(test)]

@@ -182,7 +182,7 @@ impl Machine {
         })
     }
 
-    /// Load a kernel (bzImage or multiboot) with an optional initrd and command line, write
+    /// Load a kernel (bzImage, PVH vmlinux or multiboot) with an optional initrd and command line, write
     /// the ACPI tables, and point the CPU at the entry. Returns the loader's summary line.
     pub fn boot(
         &mut self,
@@ -195,6 +195,7 @@ impl Machine {
             KernelKind::BzImage => {
                 boot::bzimage::load(&mut self.ram, kernel, initrd, cmdline, rsdp)?
             }
+            KernelKind::Pvh => boot::pvh::load(&mut self.ram, kernel, initrd, cmdline, rsdp)?,
             KernelKind::Multiboot => boot::multiboot::load(&mut self.ram, kernel, initrd, cmdline)?,
         };
         self.cpu.state = info.state;
