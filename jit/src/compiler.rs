@@ -175,6 +175,17 @@ impl Compiler {
             block: b.import_signature(bsig.clone()),
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
+        if let Some(path) = std::env::var_os("LOCKSTEP_JIT_DUMP_IR") {
+            // Host-side diagnostics: append the IR of every compiled function to a file.
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{}", self.ctx.func.display());
+            }
+        }
         let module = self.module.as_mut().expect("module present");
         module
             .define_function(id, &mut self.ctx)

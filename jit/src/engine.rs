@@ -59,7 +59,7 @@ impl Default for JitConfig {
             native: true,
             opt_level: "none",
             chain: true,
-            region_blocks: 32,
+            region_blocks: 8,
             region_insns: 512,
             test_corrupt_rax: false,
         }
@@ -440,9 +440,9 @@ impl Jit {
         }
     }
 
-    /// The blocks to compile with the entry `key` (entry first): blocks of the entry's code
-    /// page that branches of the region reach and that have run before (they are in the
-    /// cache), still valid, 64-bit, and ending inside the page — so the entry's validity
+    /// The blocks to compile with the entry `key` (entry first): the loops through the entry
+    /// among the blocks of the entry's code page that branches of the region reach and that have run at least a quarter of the
+    /// threshold times, still valid, 64-bit, and ending inside the page — so the entry's validity
     /// (its page version, its translation) covers them all.
     fn region_of(&self, key: &BlockKey, ram: &GuestRam) -> Vec<Arc<Block>> {
         let Some(entry) = self.cache.get(key) else {
@@ -461,7 +461,7 @@ impl Jit {
             i += 1;
             for t in successors(&b) {
                 if out.len() >= self.config.region_blocks {
-                    return out;
+                    return loop_of(out);
                 }
                 if t & !0xfff != page || rips.contains(&t) {
                     continue;
@@ -481,7 +481,10 @@ impl Jit {
                     .insns
                     .last()
                     .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
+                // Only blocks that ran often enough to matter (not cold error paths).
+                let warm = e.count.saturating_mul(4) >= self.config.threshold;
                 if e.block_bitness == 64
+                    && warm
                     && n > 0
                     && in_page
                     && insns + n <= self.config.region_insns
@@ -493,7 +496,7 @@ impl Jit {
                 }
             }
         }
-        out
+        loop_of(out)
     }
 
     /// Count one execution of the entry and move it up the tiers when due.
@@ -622,8 +625,68 @@ fn successors(b: &Block) -> Vec<u64> {
     let direct = ins.is_jmp_short_or_near() || ins.is_jcc_short_or_near() || ins.is_call_near();
     match ins.flow_control() {
         F::ConditionalBranch if direct => vec![ins.near_branch_target(), ins.next_ip()],
-        F::UnconditionalBranch | F::Call if direct => vec![ins.near_branch_target()],
+        // After a call: the callee, and the return site (a RET may come back to it).
+        F::Call if direct => vec![ins.near_branch_target(), ins.next_ip()],
+        F::IndirectCall => vec![ins.next_ip()],
+        F::UnconditionalBranch if direct => vec![ins.near_branch_target()],
         F::Next => vec![ins.next_ip()],
         _ => Vec::new(),
     }
+}
+
+/// The blocks of `blocks` (entry first) from which the entry can be reached again through
+/// the others — the loops through the entry, where keeping registers in SSA values across
+/// iterations pays for the larger compile; just the entry when there is no such loop.
+fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
+    let rip = |b: &Block| b.insns.first().map_or(u64::MAX, |d| d.ins.ip());
+    let ret_sites: Vec<u64> = blocks
+        .iter()
+        .filter_map(|b| b.insns.last())
+        .filter(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
+        .map(|d| d.ins.next_ip())
+        .collect();
+    let succ: Vec<Vec<u64>> = blocks
+        .iter()
+        .map(|b| {
+            let mut s = successors(b);
+            // A call's return site counts only through the callee's own return, which is
+            // not followed here: recursion alone does not make a loop worth a region.
+            s.retain(|t| {
+                !ret_sites.contains(t) || b.insns.last().is_some_and(|d| !d.ins.is_call_near())
+            });
+            s
+        })
+        .collect();
+    let mut reach = vec![false; blocks.len()];
+    let entry = rip(&blocks[0]);
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..blocks.len() {
+            if reach[i] {
+                continue;
+            }
+            let hit = succ[i].iter().any(|&t| {
+                t == entry || (0..blocks.len()).any(|j| reach[j] && rip(&blocks[j]) == t)
+            });
+            if hit {
+                reach[i] = true;
+                changed = true;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut it = blocks.into_iter();
+    if let Some(first) = it.next() {
+        out.push(first);
+    }
+    if !reach[0] {
+        return out;
+    }
+    out.extend(
+        it.zip(reach.into_iter().skip(1))
+            .filter(|(_, r)| *r)
+            .map(|(b, _)| b),
+    );
+    out
 }

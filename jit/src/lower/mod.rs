@@ -74,6 +74,9 @@ struct Member {
     /// Entered with the flags as run-time records (it overwrites every status flag before
     /// anything reads them); otherwise the edges fold the flags into RFLAGS first.
     lazy_flags: bool,
+    /// Starts right after a CALL of the region: a RET or indirect jump to it (a run-time
+    /// target) becomes a jump inside the function.
+    ret_site: bool,
 }
 
 /// The lifting state of one block.
@@ -240,13 +243,23 @@ pub fn lower_region(
     } else {
         (0, 0)
     };
+    let ret_sites: Vec<u64> = blocks
+        .iter()
+        .filter_map(|blk| blk.insns.last())
+        .filter(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
+        .map(|d| d.ins.next_ip())
+        .collect();
     let members = blocks
         .iter()
-        .map(|blk| Member {
-            rip: blk.insns.first().map_or(0, |d| d.ins.ip()),
-            len: blk.insns.len() as u64,
-            ir: None,
-            lazy_flags: overwrites_flags_first(blk),
+        .map(|blk| {
+            let rip = blk.insns.first().map_or(0, |d| d.ins.ip());
+            Member {
+                rip,
+                len: blk.insns.len() as u64,
+                ir: None,
+                lazy_flags: overwrites_flags_first(blk),
+                ret_site: ret_sites.contains(&rip),
+            }
         })
         .collect();
     let mut l = Lower {
@@ -371,6 +384,18 @@ impl Lower<'_> {
             rmw_ops += rmw as usize;
             let within_cap = mem_ops <= MAX_NATIVE_MEM && rmw_ops <= MAX_NATIVE_RMW;
             let outcome = if native && (within_cap || !has_mem) {
+                // An instruction that may leave the block part-way (memory fault, slow path
+                // to a device, store into code, #DE) finds the registers in memory: its exits
+                // then store almost nothing, which keeps the (cold) exit code small.
+                let stack = d.ins.stack_pointer_increment() != 0;
+                let div = matches!(
+                    d.ins.mnemonic(),
+                    iced_x86::Mnemonic::Div | iced_x86::Mnemonic::Idiv
+                );
+                let branch = d.ins.flow_control() != iced_x86::FlowControl::Next;
+                if (has_mem || stack || div) && !branch {
+                    l.flush_regs();
+                }
                 insn::lower(l, d)
             } else {
                 insn::Outcome::NotNative
@@ -488,6 +513,17 @@ impl Lower<'_> {
         (self.loaded, self.dirty, self.pending) = saved;
     }
 
+    /// Store the dirty general-purpose registers (main path); they stay in their variables.
+    fn flush_regs(&mut self) {
+        for i in 0..16 {
+            if self.dirty & (1 << i) != 0 {
+                let v = self.b.use_var(self.vars[i]);
+                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+            }
+        }
+        self.dirty &= 1 << RFLAGS;
+    }
+
     /// Load the TLB and RAM pointers now (region entry: the values must dominate every block).
     fn mem_base_now(&mut self) {
         let _ = self.mem_base();
@@ -593,11 +629,34 @@ impl Lower<'_> {
     /// the budget (see `crate::chain`), else return [`ret::DISPATCH`].
     fn emit_chain_exit(&mut self, rip: Rip) {
         use crate::chain;
-        if let Rip::Const(t) = rip {
-            if let Some(m) = self.member_at(t) {
-                self.emit_region_edge(m);
-                return;
+        match rip {
+            Rip::Const(t) => {
+                if let Some(m) = self.member_at(t) {
+                    self.emit_region_edge(m);
+                    return;
+                }
             }
+            Rip::Dyn(v) if self.edge.is_some() => {
+                // Returns (and indirect jumps) to a return site of the region stay inside.
+                let sites: Vec<usize> = (0..self.members.len())
+                    .filter(|&i| self.members[i].ret_site)
+                    .collect();
+                for m in sites {
+                    let hit = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::Equal, v, self.members[m].rip as i64);
+                    let yes = self.b.create_block();
+                    let no = self.b.create_block();
+                    self.b.ins().brif(hit, yes, &[], no, &[]);
+                    self.b.seal_block(yes);
+                    self.b.seal_block(no);
+                    self.b.switch_to_block(yes);
+                    self.emit_region_edge(m);
+                    self.b.switch_to_block(no);
+                }
+            }
+            Rip::Dyn(_) => {}
         }
         for i in 0..16 {
             if self.dirty & (1 << i) != 0 {
