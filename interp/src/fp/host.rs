@@ -69,6 +69,8 @@ mod imp {
     use core::arch::x86_64::__m128i;
     use std::sync::OnceLock;
 
+    pub use crate::fp::host_quick as quick;
+
     /// The six exception masks.
     const ALL_MASKS: u32 = mxcsr::FLAGS << mxcsr::MASK_SHIFT;
     /// The MXCSR control bits taken from the guest.
@@ -90,6 +92,12 @@ mod imp {
             avx: std::is_x86_feature_detected!("avx"),
             fma: std::is_x86_feature_detected!("fma") && std::is_x86_feature_detected!("avx"),
         })
+    }
+
+    /// Does the host have FMA (and AVX)?
+    #[inline]
+    pub(crate) fn has_fma() -> bool {
+        features().fma
     }
 
     /// MXCSR_MASK (FXSAVE bytes 28..32; zero means the default 0xFFBF) has DAZ?
@@ -188,7 +196,14 @@ mod imp {
     // ----- arithmetic -----
 
     /// ADDSS/ADDSD/... on the low lane: `a op b` (`Sqrt`: the root of `b`).
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn scalar<P: Format>(op: Op, a: u64, b: u64, mx: Mx) -> Option<(u64, u32)> {
+        quick::scalar::<P>(op, a, b, mx).or_else(|| scalar_mxcsr::<P>(op, a, b, mx))
+    }
+
+    /// The MXCSR kernel of [`scalar`].
+    pub fn scalar_mxcsr<P: Format>(op: Op, a: u64, b: u64, mx: Mx) -> Option<(u64, u32)> {
         let c = control(mx)?;
         let (a, b) = (a as i64, b as i64);
         let (r, f) = if P::WIDTH == 32 {
@@ -306,7 +321,14 @@ mod imp {
     }
 
     /// CMPSS/CMPSD (predicates 0..7) and VCMPSS/VCMPSD (0..31): (holds, flags).
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn compare<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> Option<(bool, u32)> {
+        quick::compare::<P>(a, b, pred).or_else(|| compare_mxcsr::<P>(a, b, pred, mx))
+    }
+
+    /// The MXCSR kernel of [`compare`].
+    pub fn compare_mxcsr<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> Option<(bool, u32)> {
         let c = cmp_control(pred, mx)?;
         let (a, b) = (m(a as u128), m(b as u128));
         let (r, f) = if P::WIDTH == 32 {
@@ -329,7 +351,14 @@ mod imp {
     }
 
     /// COMISS/COMISD (`signal_qnan`) and UCOMISS/UCOMISD: (ZF|PF|CF, flags).
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn comi<P: Format>(a: u64, b: u64, signal_qnan: bool, mx: Mx) -> Option<(u64, u32)> {
+        quick::comi::<P>(a, b).or_else(|| comi_mxcsr::<P>(a, b, signal_qnan, mx))
+    }
+
+    /// The MXCSR kernel of [`comi`].
+    pub fn comi_mxcsr<P: Format>(a: u64, b: u64, signal_qnan: bool, mx: Mx) -> Option<(u64, u32)> {
         let c = control(mx)?;
         let (a, b) = (a as i64, b as i64);
         let (mut z, mut p, mut cf) = (0u8, 0u8, 0u8);
@@ -355,21 +384,42 @@ mod imp {
     // ----- conversions -----
 
     /// CVTSS2SD.
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn f32_to_f64(a: u32, mx: Mx) -> Option<(u64, u32)> {
+        quick::f32_to_f64(a, mx).or_else(|| f32_to_f64_mxcsr(a, mx))
+    }
+
+    /// The MXCSR kernel of [`f32_to_f64`].
+    pub fn f32_to_f64_mxcsr(a: u32, mx: Mx) -> Option<(u64, u32)> {
         let c = control(mx)?;
         let (r, f) = xy!(c, "cvtss2sd {x}, {y}", 0i64, a as i64);
         Some((r as u64, f))
     }
 
     /// CVTSD2SS.
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn f64_to_f32(a: u64, mx: Mx) -> Option<(u32, u32)> {
+        quick::f64_to_f32(a, mx).or_else(|| f64_to_f32_mxcsr(a, mx))
+    }
+
+    /// The MXCSR kernel of [`f64_to_f32`].
+    pub fn f64_to_f32_mxcsr(a: u64, mx: Mx) -> Option<(u32, u32)> {
         let c = control(mx)?;
         let (r, f) = xy!(c, "cvtsd2ss {x}, {y}", 0i64, a as i64);
         Some((r as u32, f))
     }
 
     /// CVTSI2SS/CVTSI2SD (the 64-bit source form: exact for a sign-extended 32-bit value too).
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn int_to_float<P: Format>(v: i64, mx: Mx) -> Option<(u64, u32)> {
+        quick::int_to_float::<P>(v, mx).or_else(|| int_to_float_mxcsr::<P>(v, mx))
+    }
+
+    /// The MXCSR kernel of [`int_to_float`].
+    pub fn int_to_float_mxcsr<P: Format>(v: i64, mx: Mx) -> Option<(u64, u32)> {
         let c = control(mx)?;
         let mut x = 0i64;
         let f = if P::WIDTH == 32 {
@@ -381,7 +431,20 @@ mod imp {
     }
 
     /// CVT(T)SS2SI/CVT(T)SD2SI to a `bits` (32/64) integer, sign-extended into the `i64`.
+    /// [`quick`] when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn float_to_int<P: Format>(
+        a: u64,
+        bits: u32,
+        truncate: bool,
+        mx: Mx,
+    ) -> Option<(i64, u32)> {
+        quick::float_to_int::<P>(a, bits, truncate, mx)
+            .or_else(|| float_to_int_mxcsr::<P>(a, bits, truncate, mx))
+    }
+
+    /// The MXCSR kernel of [`float_to_int`].
+    pub fn float_to_int_mxcsr<P: Format>(
         a: u64,
         bits: u32,
         truncate: bool,

@@ -274,6 +274,16 @@ fn soft_lanes<P: Format>(a: u128, b: u128, f: impl Fn(u64, u64) -> (u64, u32)) -
     (r, fl)
 }
 
+/// The dispatching kernel (quick path first) and the MXCSR kernel must agree.
+#[track_caller]
+fn both<T: PartialEq + std::fmt::Debug>(
+    d: Option<(T, u32)>,
+    m: Option<(T, u32)>,
+) -> Option<(T, u32)> {
+    assert_eq!(d, m, "quick path and MXCSR kernel differ");
+    d
+}
+
 #[track_caller]
 fn same<T: PartialEq + std::fmt::Debug>(
     what: &str,
@@ -323,7 +333,10 @@ fn arithmetic<P: Format>(rng: &mut Rng) {
                 let what = format!("{op:?} w{} {a:#x} {b:#x}", P::WIDTH);
                 same(
                     &what,
-                    host::scalar::<P>(op, a, b, mx),
+                    both(
+                        host::scalar::<P>(op, a, b, mx),
+                        host::scalar_mxcsr::<P>(op, a, b, mx),
+                    ),
                     soft_op::<P>(op, a, b, mx),
                     mx,
                 );
@@ -354,7 +367,10 @@ fn compares<P: Format>(rng: &mut Rng) {
                 let what = format!("cmp{} w{w} {a:#x} {b:#x}", pred & 7);
                 same(
                     &what,
-                    host::compare::<P>(a, b, pred & 7, mx),
+                    both(
+                        host::compare::<P>(a, b, pred & 7, mx),
+                        host::compare_mxcsr::<P>(a, b, pred & 7, mx),
+                    ),
                     compare_soft::<P>(a, b, pred & 7, mx),
                     mx,
                 );
@@ -362,7 +378,15 @@ fn compares<P: Format>(rng: &mut Rng) {
             if avx || pred & 31 < 8 {
                 let what = format!("vcmp{} w{w} {a:#x} {b:#x}", pred & 31);
                 let soft = compare32_soft::<P>(a, b, pred, mx);
-                same(&what, host::compare::<P>(a, b, pred, mx), soft, mx);
+                same(
+                    &what,
+                    both(
+                        host::compare::<P>(a, b, pred, mx),
+                        host::compare_mxcsr::<P>(a, b, pred, mx),
+                    ),
+                    soft,
+                    mx,
+                );
                 let (a, b) = rng.reg_pair::<P>();
                 let what = format!("vcmpp{} w{w} {a:#x} {b:#x}", pred & 31);
                 let soft = soft_lanes::<P>(a, b, |x, y| {
@@ -375,7 +399,10 @@ fn compares<P: Format>(rng: &mut Rng) {
                 let what = format!("comi{signal} w{w} {a:#x} {b:#x}");
                 same(
                     &what,
-                    host::comi::<P>(a, b, signal, mx),
+                    both(
+                        host::comi::<P>(a, b, signal, mx),
+                        host::comi_mxcsr::<P>(a, b, signal, mx),
+                    ),
                     comi_soft::<P>(a, b, signal, mx),
                     mx,
                 );
@@ -400,26 +427,35 @@ fn conversions_match_soft_float() {
             let d = rng.float::<F64>();
             same(
                 &format!("ss2sd {s:#x}"),
-                host::f32_to_f64(s as u32, mx),
+                both(
+                    host::f32_to_f64(s as u32, mx),
+                    host::f32_to_f64_mxcsr(s as u32, mx),
+                ),
                 f32_to_f64_soft(s as u32, mx),
                 mx,
             );
             same(
                 &format!("sd2ss {d:#x}"),
-                host::f64_to_f32(d, mx),
+                both(host::f64_to_f32(d, mx), host::f64_to_f32_mxcsr(d, mx)),
                 f64_to_f32_soft(d, mx),
                 mx,
             );
             let v = rng.int();
             same(
                 &format!("si2ss {v}"),
-                host::int_to_float::<F32>(v, mx),
+                both(
+                    host::int_to_float::<F32>(v, mx),
+                    host::int_to_float_mxcsr::<F32>(v, mx),
+                ),
                 int_to_float_soft::<F32>(v, mx),
                 mx,
             );
             same(
                 &format!("si2sd {v}"),
-                host::int_to_float::<F64>(v, mx),
+                both(
+                    host::int_to_float::<F64>(v, mx),
+                    host::int_to_float_mxcsr::<F64>(v, mx),
+                ),
                 int_to_float_soft::<F64>(v, mx),
                 mx,
             );
@@ -434,7 +470,10 @@ fn conversions_match_soft_float() {
                     let soft = float_to_int_soft::<F32>(s, bits, round, mx);
                     same(
                         &what,
-                        host::float_to_int::<F32>(s, bits, truncate, mx),
+                        both(
+                            host::float_to_int::<F32>(s, bits, truncate, mx),
+                            host::float_to_int_mxcsr::<F32>(s, bits, truncate, mx),
+                        ),
                         soft,
                         mx,
                     );
@@ -442,7 +481,10 @@ fn conversions_match_soft_float() {
                     let soft = float_to_int_soft::<F64>(d, bits, round, mx);
                     same(
                         &what,
-                        host::float_to_int::<F64>(d, bits, truncate, mx),
+                        both(
+                            host::float_to_int::<F64>(d, bits, truncate, mx),
+                            host::float_to_int_mxcsr::<F64>(d, bits, truncate, mx),
+                        ),
                         soft,
                         mx,
                     );
@@ -648,7 +690,11 @@ fn fast_path_applies_only_with_every_exception_masked() {
     for bit in 7..13 {
         let mx = Mx(0x1f80 & !(1 << bit));
         assert!(!host::usable(mx), "mask bit {bit} clear");
-        assert!(host::scalar::<F32>(Op::Add, 0, 0, mx).is_none());
+        assert!(both(
+            host::scalar::<F32>(Op::Add, 0, 0, mx),
+            host::scalar_mxcsr::<F32>(Op::Add, 0, 0, mx)
+        )
+        .is_none());
     }
     // The host MXCSR is restored: a kernel under round-up and FTZ leaves Rust's own rounding
     // (nearest) alone.
@@ -657,4 +703,79 @@ fn fast_path_applies_only_with_every_exception_masked() {
     assert_eq!(third.0, 0x3fd5_5555_5555_5556);
     let x = std::hint::black_box(1f64) / std::hint::black_box(3f64);
     assert_eq!(x.to_bits(), 0x3fd5_5555_5555_5555);
+}
+
+/// The quick path (no MXCSR access) on its own, in the default environment where it applies
+/// most: every answer it gives equals soft-float, and it answers often.
+#[test]
+fn quick_path_matches_soft_float() {
+    use super::host::quick;
+    let mut rng = Rng(0x7777_1111_2222_3333);
+    let mx = Mx(0x1f80);
+    let mut hits = 0usize;
+    let n = 20 * iterations();
+    for _ in 0..n {
+        for op in OPS {
+            let (a, b) = rng.pair::<F32>();
+            if let Some(r) = quick::scalar::<F32>(op, a, b, mx) {
+                same(
+                    &format!("quick {op:?} w32 {a:#x} {b:#x}"),
+                    Some(r),
+                    soft_op::<F32>(op, a, b, mx),
+                    mx,
+                );
+                hits += 1;
+            }
+            let (a, b) = rng.pair::<F64>();
+            if let Some(r) = quick::scalar::<F64>(op, a, b, mx) {
+                same(
+                    &format!("quick {op:?} w64 {a:#x} {b:#x}"),
+                    Some(r),
+                    soft_op::<F64>(op, a, b, mx),
+                    mx,
+                );
+                hits += 1;
+            }
+        }
+        let d = rng.float::<F64>();
+        if let Some(r) = quick::f64_to_f32(d, mx) {
+            same(
+                &format!("quick sd2ss {d:#x}"),
+                Some(r),
+                f64_to_f32_soft(d, mx),
+                mx,
+            );
+            hits += 1;
+        }
+        let v = rng.int();
+        let r = quick::int_to_float::<F32>(v, mx);
+        same(
+            &format!("quick si2ss {v}"),
+            r,
+            int_to_float_soft::<F32>(v, mx),
+            mx,
+        );
+        for truncate in [false, true] {
+            let round = if truncate {
+                Round::TowardZero
+            } else {
+                Round::NearestTiesToEven
+            };
+            if let Some(r) = quick::float_to_int::<F64>(d, 32, truncate, mx) {
+                same(
+                    &format!("quick sd2si {d:#x}"),
+                    Some(r),
+                    float_to_int_soft::<F64>(d, 32, round, mx),
+                    mx,
+                );
+                hits += 1;
+            }
+        }
+    }
+    // Ordinary operands take the quick path: well over a third of these biased cases.
+    assert!(hits > n * 16 * 2 / 5, "quick path taken {hits} times");
+    // Not in another rounding mode, with DAZ/FTZ, or an unmasked exception.
+    for mx in [Mx(0x3f80), Mx(0x1fc0), Mx(0x9f80), Mx(0x1f00)] {
+        assert!(quick::scalar::<F64>(Op::Add, 1f64.to_bits(), 3f64.to_bits(), mx).is_none());
+    }
 }

@@ -18,6 +18,8 @@ pub mod cvt;
 pub mod f16;
 pub mod fma;
 pub mod host;
+#[cfg(target_arch = "x86_64")]
+pub mod host_quick;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod host_tests;
 pub mod sse;
