@@ -230,8 +230,35 @@ mod imp {
         Some((low::<P>(r as u64), f))
     }
 
-    /// ADDPS/ADDPD/... on a whole 128-bit register.
+    /// The quick path lane by lane; `None` when it does not apply to every lane.
+    #[inline]
+    fn quick_lanes<P: Format>(
+        a: u128,
+        b: u128,
+        f: impl Fn(u64, u64) -> Option<(u64, u32)>,
+    ) -> Option<(u128, u32)> {
+        let mask = u64::MAX >> (64 - P::WIDTH);
+        let mut r = 0u128;
+        let mut flags = 0;
+        for i in 0..128 / P::WIDTH {
+            let sh = i * P::WIDTH;
+            let (v, f1) = f((a >> sh) as u64 & mask, (b >> sh) as u64 & mask)?;
+            r |= ((v & mask) as u128) << sh;
+            flags |= f1;
+        }
+        Some((r, flags))
+    }
+
+    /// ADDPS/ADDPD/... on a whole 128-bit register: [`quick`] on every lane when it applies,
+    /// else the MXCSR kernel.
+    #[inline]
     pub fn packed<P: Format>(op: Op, a: u128, b: u128, mx: Mx) -> Option<(u128, u32)> {
+        quick_lanes::<P>(a, b, |x, y| quick::scalar::<P>(op, x, y, mx))
+            .or_else(|| packed_mxcsr::<P>(op, a, b, mx))
+    }
+
+    /// The MXCSR kernel of [`packed`].
+    pub fn packed_mxcsr<P: Format>(op: Op, a: u128, b: u128, mx: Mx) -> Option<(u128, u32)> {
         let c = control(mx)?;
         let (a, b) = (m(a), m(b));
         let (r, f) = if P::WIDTH == 32 {
@@ -339,8 +366,23 @@ mod imp {
         Some((u(r) & 1 != 0, f))
     }
 
-    /// CMPPS/CMPPD (predicates 0..7) and VCMPPS/VCMPPD (0..31) on a 128-bit register.
+    /// CMPPS/CMPPD (predicates 0..7) and VCMPPS/VCMPPD (0..31) on a 128-bit register:
+    /// [`quick`] on every lane when it applies, else the MXCSR kernel.
+    #[inline]
     pub fn compare_packed<P: Format>(a: u128, b: u128, pred: u8, mx: Mx) -> Option<(u128, u32)> {
+        quick_lanes::<P>(a, b, |x, y| {
+            quick::compare::<P>(x, y, pred).map(|(t, f)| (if t { u64::MAX } else { 0 }, f))
+        })
+        .or_else(|| compare_packed_mxcsr::<P>(a, b, pred, mx))
+    }
+
+    /// The MXCSR kernel of [`compare_packed`].
+    pub fn compare_packed_mxcsr<P: Format>(
+        a: u128,
+        b: u128,
+        pred: u8,
+        mx: Mx,
+    ) -> Option<(u128, u32)> {
         let c = cmp_control(pred, mx)?;
         let (r, f) = if P::WIDTH == 32 {
             cmp_any::<2>(m(a), m(b), pred, c)

@@ -343,7 +343,15 @@ fn arithmetic<P: Format>(rng: &mut Rng) {
                 let (a, b) = rng.reg_pair::<P>();
                 let what = format!("packed {op:?} w{} {a:#x} {b:#x}", P::WIDTH);
                 let soft = soft_lanes::<P>(a, b, |x, y| soft_op::<P>(op, x, y, mx));
-                same(&what, host::packed::<P>(op, a, b, mx), soft, mx);
+                same(
+                    &what,
+                    both(
+                        host::packed::<P>(op, a, b, mx),
+                        host::packed_mxcsr::<P>(op, a, b, mx),
+                    ),
+                    soft,
+                    mx,
+                );
             }
         }
     }
@@ -393,7 +401,15 @@ fn compares<P: Format>(rng: &mut Rng) {
                     let (t, f) = compare32_soft::<P>(x, y, pred, mx);
                     (if t { u64::MAX } else { 0 }, f)
                 });
-                same(&what, host::compare_packed::<P>(a, b, pred, mx), soft, mx);
+                same(
+                    &what,
+                    both(
+                        host::compare_packed::<P>(a, b, pred, mx),
+                        host::compare_packed_mxcsr::<P>(a, b, pred, mx),
+                    ),
+                    soft,
+                    mx,
+                );
             }
             for signal in [false, true] {
                 let what = format!("comi{signal} w{w} {a:#x} {b:#x}");
