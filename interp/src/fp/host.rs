@@ -8,6 +8,10 @@
 //! guest's MXCSR, the instruction cannot trap, and the result and flags are what the soft-float
 //! functions return (`fp/host_tests.rs` checks that bit for bit on every kernel).
 //!
+//! The scalar and packed entry points first try [`quick`] (`fp/host_quick.rs`), which needs no
+//! MXCSR access at all for ordinary operands in the default environment; LDMXCSR costs about
+//! as much as the rest of an interpreted instruction.
+//!
 //! A kernel answers `None` (the caller then uses the soft-float path, which stays the
 //! reference) when:
 //! - any guest exception is unmasked: the soft-float path decides the #XM flag rules;

@@ -8,8 +8,8 @@
 //! - arithmetic and conversions when the guest runs in the default environment (round to
 //!   nearest, no DAZ/FTZ, all exceptions masked: the environment Rust code itself runs in, so
 //!   the host computes the guest's result) and the operands and result are zero or normal
-//!   numbers well inside the exponent range (a band that keeps every error term below exactly
-//!   representable): then IE/DE/ZE/OE/UE cannot occur and PE is decided exactly by an
+//!   numbers well inside the exponent range (a band in which every error term below is
+//!   exactly representable): then IE/DE/ZE/OE/UE cannot occur and PE is decided exactly by an
 //!   error-free transformation (TwoSum; the product, quotient remainder or square-root
 //!   remainder, exact in double for single operands and by one host FMA for doubles).
 //!
