@@ -1,6 +1,7 @@
 //! Conversions between single, double and integers, and rounding to an integral value
 //! (ROUNDSS/ROUNDPS...), under the MXCSR rules.
 
+use super::host;
 use super::{
     daz, denormal_flag, is_inf, is_nan, is_neg, is_snan, is_zero, mxcsr, round_pack, to_f, Format,
     Mx, F32, F64,
@@ -11,6 +12,11 @@ use rustc_apfloat::{Float, FloatConvert, Round, Status};
 /// top of the wider fraction) and is quietened, IE for an SNaN; DE for a denormal source (DAZ
 /// off; with DAZ it converts as a zero).
 pub fn f32_to_f64(a: u32, mx: Mx) -> (u64, u32) {
+    host::f32_to_f64(a, mx).unwrap_or_else(|| f32_to_f64_soft(a, mx))
+}
+
+/// [`f32_to_f64`] in soft-float (the reference).
+pub fn f32_to_f64_soft(a: u32, mx: Mx) -> (u64, u32) {
     let a = a as u64;
     if is_nan::<F32>(a) {
         let ie = if is_snan::<F32>(a) { mxcsr::IE } else { 0 };
@@ -26,6 +32,11 @@ pub fn f32_to_f64(a: u32, mx: Mx) -> (u64, u32) {
 /// CVTSD2SS/CVTPD2PS: double to single, rounded under MXCSR (OE/UE/PE as for arithmetic). A
 /// NaN keeps the top of its payload and is quietened, IE for an SNaN; DE for a denormal source.
 pub fn f64_to_f32(a: u64, mx: Mx) -> (u32, u32) {
+    host::f64_to_f32(a, mx).unwrap_or_else(|| f64_to_f32_soft(a, mx))
+}
+
+/// [`f64_to_f32`] in soft-float (the reference).
+pub fn f64_to_f32_soft(a: u64, mx: Mx) -> (u32, u32) {
     if is_nan::<F64>(a) {
         let ie = if is_snan::<F64>(a) { mxcsr::IE } else { 0 };
         let r = (a >> 32) as u32 & 0x8000_0000 | 0x7fc0_0000 | ((a & F64::FRAC_MASK) >> 29) as u32;
@@ -45,6 +56,11 @@ pub fn f64_to_f32(a: u64, mx: Mx) -> (u32, u32) {
 /// CVTSI2SS/CVTSI2SD/CVTDQ2PS/CVTDQ2PD: a signed integer to `P`, rounded under MXCSR.RC; PE when
 /// inexact (no other exception is possible).
 pub fn int_to_float<P: Format>(v: i64, mx: Mx) -> (u64, u32) {
+    host::int_to_float::<P>(v, mx).unwrap_or_else(|| int_to_float_soft::<P>(v, mx))
+}
+
+/// [`int_to_float`] in soft-float (the reference).
+pub fn int_to_float_soft<P: Format>(v: i64, mx: Mx) -> (u64, u32) {
     let r = P::F::from_i128_r(v as i128, mx.round());
     let pe = if r.status.contains(Status::INEXACT) {
         mxcsr::PE
@@ -98,6 +114,18 @@ fn round_integer<P: Format>(x: u64, round: Round) -> (bool, Option<u128>, bool) 
 /// gives the integer indefinite (the most negative value) with IE; otherwise PE when inexact.
 /// DAZ turns a denormal source into zero; DE is never reported.
 pub fn float_to_int<P: Format>(a: u64, bits: u32, round: Round, mx: Mx) -> (i64, u32) {
+    // The host instructions round toward zero (CVTT*) or per MXCSR.RC.
+    let truncate = round == Round::TowardZero;
+    if truncate || round == mx.round() {
+        if let Some(r) = host::float_to_int::<P>(a, bits, truncate, mx) {
+            return r;
+        }
+    }
+    float_to_int_soft::<P>(a, bits, round, mx)
+}
+
+/// [`float_to_int`] in soft-float (the reference).
+pub fn float_to_int_soft<P: Format>(a: u64, bits: u32, round: Round, mx: Mx) -> (i64, u32) {
     let indefinite = (-1i64) << (bits - 1);
     if is_nan::<P>(a) || is_inf::<P>(a) {
         return (indefinite, mxcsr::IE);
@@ -122,6 +150,12 @@ pub fn float_to_int<P: Format>(a: u64, bits: u32, round: Round, mx: Mx) -> (i64,
 /// quietened (IE for an SNaN); the sign of a zero result is the source's. DAZ applies, but a
 /// denormal source never reports DE.
 pub fn round_to_integral<P: Format>(a: u64, imm: u8, mx: Mx) -> (u64, u32) {
+    host::round_to_integral::<P>(a, imm, mx)
+        .unwrap_or_else(|| round_to_integral_soft::<P>(a, imm, mx))
+}
+
+/// [`round_to_integral`] in soft-float (the reference).
+pub fn round_to_integral_soft<P: Format>(a: u64, imm: u8, mx: Mx) -> (u64, u32) {
     if is_nan::<P>(a) {
         let ie = if is_snan::<P>(a) { mxcsr::IE } else { 0 };
         return (a | P::QUIET, ie);

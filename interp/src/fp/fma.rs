@@ -1,5 +1,6 @@
 //! Fused multiply-add (FMA3) on one lane: `±(a*b) ± c` with a single rounding under MXCSR.
 
+use super::host;
 use super::{
     daz, denormal_flag, is_inf, is_nan, is_snan, is_zero, jam, mxcsr, round_pack, widen, Format, Mx,
 };
@@ -12,6 +13,19 @@ use rustc_apfloat::{Float, FloatConvert, Round, Status};
 /// then `inf * 0` (IE, default NaN), then `inf - inf` between the product and the addend (IE,
 /// default NaN); then DE for a denormal source (DAZ off); then the rounded result with OE/UE/PE.
 pub fn fma<P: Format>(a: u64, b: u64, c: u64, neg_prod: bool, neg_c: bool, mx: Mx) -> (u64, u32) {
+    host::fma::<P>(a, b, c, neg_prod, neg_c, mx)
+        .unwrap_or_else(|| fma_soft::<P>(a, b, c, neg_prod, neg_c, mx))
+}
+
+/// [`fma`] in soft-float (the reference).
+pub fn fma_soft<P: Format>(
+    a: u64,
+    b: u64,
+    c: u64,
+    neg_prod: bool,
+    neg_c: bool,
+    mx: Mx,
+) -> (u64, u32) {
     if is_nan::<P>(a) || is_nan::<P>(b) || is_nan::<P>(c) {
         let ie = if is_snan::<P>(a) || is_snan::<P>(b) || is_snan::<P>(c) {
             mxcsr::IE

@@ -8,11 +8,20 @@
 //! the underflow rule that depends on the UM mask. Every function is pure: bit patterns and
 //! MXCSR in, bit pattern and detected exception flags out. The rules are written down in
 //! `docs/floating-point.md`.
+//!
+//! On an x86-64 host the entry points first try [`host`], which runs the same operation on the
+//! host's SSE unit when that is exact (every guest exception masked); the `*_soft` functions
+//! are the reference and the only path elsewhere.
 
 pub mod approx;
 pub mod cvt;
 pub mod f16;
 pub mod fma;
+pub mod host;
+#[cfg(target_arch = "x86_64")]
+pub mod host_quick;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod host_tests;
 pub mod sse;
 
 use rustc_apfloat::ieee::{Double, Quad, Single};

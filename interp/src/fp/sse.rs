@@ -1,6 +1,7 @@
 //! SSE arithmetic on one lane: ADD/SUB/MUL/DIV, MIN/MAX, SQRT, compare predicates and
 //! COMIS/UCOMIS, each `(bits, bits, MXCSR) -> (bits, detected flags)`.
 
+use super::host::{self, Op};
 use super::{
     daz, denormal_flag, is_inf, is_nan, is_neg, is_qnan, is_snan, is_zero, jam, mxcsr,
     propagate_nan, round_pack, to_f, widen, Format, Mx,
@@ -32,6 +33,17 @@ fn apply<T: Float>(op: Arith, a: T, b: T, round: Round) -> StatusAnd<T> {
 /// (inf - inf, 0 * inf, 0/0, inf/inf: default NaN, IE, no DE); then DE for a denormal source
 /// (DAZ off) together with ZE for finite / 0; then the rounded result with OE/UE/PE.
 pub fn arith<P: Format>(op: Arith, a: u64, b: u64, mx: Mx) -> (u64, u32) {
+    let hop = match op {
+        Arith::Add => Op::Add,
+        Arith::Sub => Op::Sub,
+        Arith::Mul => Op::Mul,
+        Arith::Div => Op::Div,
+    };
+    host::scalar::<P>(hop, a, b, mx).unwrap_or_else(|| arith_soft::<P>(op, a, b, mx))
+}
+
+/// [`arith`] in soft-float (the reference).
+pub fn arith_soft<P: Format>(op: Arith, a: u64, b: u64, mx: Mx) -> (u64, u32) {
     if is_nan::<P>(a) || is_nan::<P>(b) {
         return propagate_nan::<P>(a, b);
     }
@@ -90,6 +102,12 @@ fn less<P: Format>(a: u64, b: u64) -> bool {
 /// denormal source (DAZ off) when neither is a NaN. With DAZ a denormal source is replaced by
 /// its zero first, and that zero is what may be returned (even next to a NaN).
 pub fn minmax<P: Format>(a: u64, b: u64, max: bool, mx: Mx) -> (u64, u32) {
+    let op = if max { Op::Max } else { Op::Min };
+    host::scalar::<P>(op, a, b, mx).unwrap_or_else(|| minmax_soft::<P>(a, b, max, mx))
+}
+
+/// [`minmax`] in soft-float (the reference).
+pub fn minmax_soft<P: Format>(a: u64, b: u64, max: bool, mx: Mx) -> (u64, u32) {
     let de = denormal_flag::<P>(&[a, b], mx);
     let (a, b) = (daz::<P>(a, mx), daz::<P>(b, mx));
     if is_nan::<P>(a) || is_nan::<P>(b) {
@@ -126,6 +144,11 @@ fn isqrt(mut n: u128) -> (u128, bool) {
 /// the default NaN with IE and no DE; ±0 and +inf are returned; otherwise the correctly rounded
 /// root with PE, and DE for a denormal source.
 pub fn sqrt<P: Format>(a: u64, mx: Mx) -> (u64, u32) {
+    host::scalar::<P>(Op::Sqrt, 0, a, mx).unwrap_or_else(|| sqrt_soft::<P>(a, mx))
+}
+
+/// [`sqrt`] in soft-float (the reference).
+pub fn sqrt_soft<P: Format>(a: u64, mx: Mx) -> (u64, u32) {
     if is_nan::<P>(a) {
         return propagate_nan::<P>(a, a);
     }
@@ -170,6 +193,11 @@ pub fn sqrt<P: Format>(a: u64, mx: Mx) -> (u64, u32) {
 /// ORD. LT/LE/NLT/NLE signal IE on a QNaN too, the others only on an SNaN. DE for a denormal
 /// source when neither is a NaN.
 pub fn compare<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (bool, u32) {
+    host::compare::<P>(a, b, pred & 7, mx).unwrap_or_else(|| compare_soft::<P>(a, b, pred, mx))
+}
+
+/// [`compare`] in soft-float (the reference).
+pub fn compare_soft<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (bool, u32) {
     let pred = pred & 7;
     let signalling = matches!(pred, 1 | 2 | 5 | 6);
     if is_nan::<P>(a) || is_nan::<P>(b) {
@@ -199,6 +227,11 @@ pub fn compare<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (bool, u32) {
 /// greater 000, less 001, equal 100; OF/SF/AF are cleared by the caller) and MXCSR flags:
 /// IE for an SNaN, or for a QNaN with COMI; DE for a denormal source when neither is a NaN.
 pub fn comi<P: Format>(a: u64, b: u64, signal_qnan: bool, mx: Mx) -> (u64, u32) {
+    host::comi::<P>(a, b, signal_qnan, mx).unwrap_or_else(|| comi_soft::<P>(a, b, signal_qnan, mx))
+}
+
+/// [`comi`] in soft-float (the reference).
+pub fn comi_soft<P: Format>(a: u64, b: u64, signal_qnan: bool, mx: Mx) -> (u64, u32) {
     if is_nan::<P>(a) || is_nan::<P>(b) {
         let ie = is_snan::<P>(a) || is_snan::<P>(b) || signal_qnan;
         return (ZF | PF | CF, if ie { mxcsr::IE } else { 0 });

@@ -9,6 +9,7 @@
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
 use crate::flags::set_status;
+use crate::fp::host::{self, Op};
 use crate::fp::sse::{arith, comi, minmax, sqrt, Arith};
 use crate::fp::{approx, cvt, daz, denormal_flag, is_nan, is_qnan, is_snan, mxcsr, Format, Mx};
 use crate::fp::{F32, F64};
@@ -16,7 +17,7 @@ use crate::ops::avx_common::{check_avx, get_ymm, read_vec, vec_index, vlen, writ
 use crate::ops::sse_blend::{blendpd, blendps, blendvpd, blendvps, insertps};
 use crate::ops::sse_common::dwords;
 use crate::ops::sse_fp::{addsub, commit_flags, dppd, dpps, hadd, hsub, lane, lanes};
-use crate::ops::sse_fp::{map_lanes, read_scalar, round_packed, with_lane, Full, Lane};
+use crate::ops::sse_fp::{packed_lanes, read_scalar, round_packed, with_lane, Full, Lane};
 use crate::state::flags::STATUS;
 use crate::Ctx;
 use iced_x86::{Code, Instruction, OpKind};
@@ -116,11 +117,30 @@ fn lane_op<P: Format, const OP: u8>(a: u64, b: u64, mx: Mx) -> (u64, u32) {
     }
 }
 
+/// The host kernel of operation `OP` (none for the approximations RCP/RSQRT).
+const fn host_op(op: u8) -> Option<Op> {
+    match op {
+        ADD => Some(Op::Add),
+        SUB => Some(Op::Sub),
+        MUL => Some(Op::Mul),
+        DIV => Some(Op::Div),
+        MIN => Some(Op::Min),
+        MAX => Some(Op::Max),
+        SQRT => Some(Op::Sqrt),
+        _ => None,
+    }
+}
+
 /// The 32 VEX compare predicates (imm8[4:0]). Bits 2:0 with bit 3 select the relation and
 /// its unordered result; bit 4 swaps the signalling behaviour on QNaN (the 16..31 predicates
 /// are the 0..15 ones with "ordered/unordered, signalling/quiet" S and Q exchanged). SNaN
 /// always signals IE; DE for a denormal source when neither is a NaN.
 pub fn compare32<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (bool, u32) {
+    host::compare::<P>(a, b, pred & 31, mx).unwrap_or_else(|| compare32_soft::<P>(a, b, pred, mx))
+}
+
+/// [`compare32`] in soft-float (the reference).
+pub fn compare32_soft<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (bool, u32) {
     let p = pred & 31;
     let base = p & 15;
     // Predicates 1, 2, 5, 6, 9, 10, 13, 14 signal on QNaN; 16..31 invert this.
@@ -135,7 +155,7 @@ pub fn compare32<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (bool, u32) {
     let de = denormal_flag::<P>(&[a, b], mx);
     let (a, b) = (daz::<P>(a, mx), daz::<P>(b, mx));
     // `compare` with the SSE predicates gives the relations (no NaN left here).
-    let rel = |q: u8| crate::fp::sse::compare::<P>(a, b, q, Mx(mx.0 & !mxcsr::DAZ)).0;
+    let rel = |q: u8| crate::fp::sse::compare_soft::<P>(a, b, q, Mx(mx.0 & !mxcsr::DAZ)).0;
     let r = match base {
         0 | 8 => rel(0),
         1 | 9 => rel(1),
@@ -156,6 +176,9 @@ fn cmp_lane<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (u64, u32) {
 
 /// VCMPPS/VCMPPD on one 128-bit lane.
 pub fn cmp_lanes<P: Format>(a: u128, b: u128, pred: u8, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::compare_packed::<P>(a, b, pred & 31, mx) {
+        return r;
+    }
     let mut r = 0;
     let mut flags = 0;
     for i in 0..lanes::<P>() {
@@ -200,9 +223,10 @@ fn packed<P: Format, const OP: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(),
     let (a, b) = sources(x, ins)?;
     let mx = Mx(x.cpu.state.mxcsr);
     let f: Lane = lane_op::<P, OP>;
-    let (lo, f0) = map_lanes::<P>(a[0], b[0], mx, f);
+    let op = host_op(OP);
+    let (lo, f0) = packed_lanes::<P>(a[0], b[0], mx, f, op);
     let (hi, f1) = if len == 32 {
-        map_lanes::<P>(a[1], b[1], mx, f)
+        packed_lanes::<P>(a[1], b[1], mx, f, op)
     } else {
         (0, 0)
     };

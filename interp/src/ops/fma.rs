@@ -7,6 +7,7 @@
 use crate::decode::Handler;
 use crate::fault::Trap;
 use crate::fp::fma::fma;
+use crate::fp::host;
 use crate::fp::{Format, Mx, F32, F64};
 use crate::ops::avx_common::{check_avx, get_ymm, read_vec, vec_index, vlen, V256};
 use crate::ops::avx_fp::finish;
@@ -97,6 +98,9 @@ fn order<T>(o: u16, d: T, s2: T, s3: T) -> (T, T, T) {
 
 /// One 128-bit lane of a packed FMA.
 pub fn fma_lanes<P: Format>(k: u8, a: u128, b: u128, c: u128, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::fma_packed::<P>(k, a, b, c, mx) {
+        return r;
+    }
     let mut r = 0;
     let mut flags = 0;
     for i in 0..lanes::<P>() {

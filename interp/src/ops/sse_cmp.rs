@@ -4,6 +4,7 @@
 use crate::decode::Handler;
 use crate::fault::Trap;
 use crate::flags::set_status;
+use crate::fp::host;
 use crate::fp::sse::{comi, compare};
 use crate::fp::{Format, Mx, F32, F64};
 use crate::ops::sse_common::{check_sse, get_xmm, read_xmm_m128, set_xmm, xmm_op};
@@ -36,6 +37,9 @@ fn cmp_lane<P: Format>(a: u64, b: u64, pred: u8, mx: Mx) -> (u64, u32) {
 
 /// CMPPS/CMPPD on every lane.
 pub fn cmp_lanes<P: Format>(a: u128, b: u128, pred: u8, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::compare_packed::<P>(a, b, pred & 7, mx) {
+        return r;
+    }
     let mut r = 0;
     let mut flags = 0;
     for i in 0..lanes::<P>() {

@@ -16,6 +16,7 @@
 use crate::decode::Handler;
 use crate::fault::Trap;
 use crate::fp::cvt::{f32_to_f64, f64_to_f32, float_to_int, int_to_float};
+use crate::fp::host::{self, Cvt};
 use crate::fp::{Format, Mx, F32, F64};
 use crate::ops::mmx::{check_x87_pending, get_mm, mm_op, mmx_enter, read_mm_rm, set_mm};
 use crate::ops::sse_common::{check_sse, get_xmm, read_xmm_m128, read_xmm_m64, set_xmm, xmm_op};
@@ -67,6 +68,9 @@ fn int_round(truncate: bool, mx: Mx) -> Round {
 
 /// CVTPS2PD: the two low singles of `src` to doubles.
 pub fn ps2pd(src: u64, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::cvt_packed(Cvt::Ps2pd, src as u128, mx) {
+        return r;
+    }
     let (lo, f0) = f32_to_f64(src as u32, mx);
     let (hi, f1) = f32_to_f64((src >> 32) as u32, mx);
     ((hi as u128) << 64 | lo as u128, f0 | f1)
@@ -74,6 +78,9 @@ pub fn ps2pd(src: u64, mx: Mx) -> (u128, u32) {
 
 /// CVTPD2PS: two doubles to singles in bits 63:0, bits 127:64 zero.
 pub fn pd2ps(src: u128, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::cvt_packed(Cvt::Pd2ps, src, mx) {
+        return r;
+    }
     let (lo, f0) = f64_to_f32(src as u64, mx);
     let (hi, f1) = f64_to_f32((src >> 64) as u64, mx);
     ((hi as u128) << 32 | lo as u128, f0 | f1)
@@ -81,6 +88,9 @@ pub fn pd2ps(src: u128, mx: Mx) -> (u128, u32) {
 
 /// CVTDQ2PS: four signed dwords to singles.
 pub fn dq2ps(src: u128, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::cvt_packed(Cvt::Dq2ps, src, mx) {
+        return r;
+    }
     let mut r = 0;
     let mut flags = 0;
     for i in 0..4 {
@@ -94,6 +104,9 @@ pub fn dq2ps(src: u128, mx: Mx) -> (u128, u32) {
 
 /// CVTPS2DQ/CVTTPS2DQ: four singles to signed dwords (indefinite 0x80000000 on invalid).
 pub fn ps2dq(src: u128, truncate: bool, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::cvt_packed(if truncate { Cvt::Tps2dq } else { Cvt::Ps2dq }, src, mx) {
+        return r;
+    }
     let mut r = 0;
     let mut flags = 0;
     for i in 0..4 {
@@ -106,6 +119,9 @@ pub fn ps2dq(src: u128, truncate: bool, mx: Mx) -> (u128, u32) {
 
 /// CVTDQ2PD: the two low signed dwords of `src` to doubles (exact).
 pub fn dq2pd(src: u64, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::cvt_packed(Cvt::Dq2pd, src as u128, mx) {
+        return r;
+    }
     let (lo, _) = int_to_float::<F64>(src as u32 as i32 as i64, mx);
     let (hi, _) = int_to_float::<F64>((src >> 32) as u32 as i32 as i64, mx);
     ((hi as u128) << 64 | lo as u128, 0)
@@ -113,6 +129,9 @@ pub fn dq2pd(src: u64, mx: Mx) -> (u128, u32) {
 
 /// CVTPD2DQ/CVTTPD2DQ: two doubles to signed dwords in bits 63:0, bits 127:64 zero.
 pub fn pd2dq(src: u128, truncate: bool, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::cvt_packed(if truncate { Cvt::Tpd2dq } else { Cvt::Pd2dq }, src, mx) {
+        return r;
+    }
     let round = int_round(truncate, mx);
     let (lo, f0) = float_to_int::<F64>(src as u64, 32, round, mx);
     let (hi, f1) = float_to_int::<F64>((src >> 64) as u64, 32, round, mx);

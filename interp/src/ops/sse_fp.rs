@@ -9,6 +9,7 @@
 
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
+use crate::fp::host::{self, Op};
 use crate::fp::sse::{arith, minmax, sqrt, Arith};
 use crate::fp::{approx, cvt, mxcsr, Format, Mx, F32, F64};
 use crate::ops::sse_common::{check_sse, get_xmm, read_xmm_m128, read_xmm_m32, read_xmm_m64};
@@ -151,6 +152,13 @@ pub fn map_lanes<P: Format>(a: u128, b: u128, mx: Mx, f: Lane) -> (u128, u32) {
     (r, flags)
 }
 
+/// [`map_lanes`] of the lane function `f`, or the host's packed `op` when it applies.
+#[inline]
+pub fn packed_lanes<P: Format>(a: u128, b: u128, mx: Mx, f: Lane, op: Option<Op>) -> (u128, u32) {
+    op.and_then(|op| host::packed::<P>(op, a, b, mx))
+        .unwrap_or_else(|| map_lanes::<P>(a, b, mx, f))
+}
+
 // ----- handler shapes -----
 
 /// The scalar source operand 1: an XMM register's low lane or an m32/m64.
@@ -163,13 +171,19 @@ pub fn read_scalar<P: Format>(x: &mut Ctx, ins: &Instruction, n: u32) -> Result<
     }
 }
 
-/// `op xmm, xmm/m128` lane by lane.
-pub fn packed<P: Format>(x: &mut Ctx, ins: &Instruction, f: Lane) -> Result<(), Trap> {
+/// `op xmm, xmm/m128` lane by lane (`op`: the whole register in one host instruction when
+/// the host fast path applies).
+pub fn packed<P: Format>(
+    x: &mut Ctx,
+    ins: &Instruction,
+    f: Lane,
+    op: Option<Op>,
+) -> Result<(), Trap> {
     check_sse(x, ins)?;
     let b = read_xmm_m128(x, ins, 1, true)?;
     let d = xmm_op(ins, 0);
     let a = get_xmm(&x.cpu.state, d);
-    let (r, flags) = map_lanes::<P>(a, b, Mx(x.cpu.state.mxcsr), f);
+    let (r, flags) = packed_lanes::<P>(a, b, Mx(x.cpu.state.mxcsr), f, op);
     commit_flags(x, flags)?;
     set_xmm(&mut x.cpu.state, d, r);
     Ok(())
@@ -235,47 +249,47 @@ fn rsqrt_src(_: u64, b: u64, _: Mx) -> (u64, u32) {
 }
 
 macro_rules! handlers {
-    ($($name:ident = $shape:ident::<$p:ident>($f:expr);)*) => {
+    ($($name:ident = $shape:ident::<$p:ident>($($f:expr),*);)*) => {
         $(
             fn $name(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-                $shape::<$p>(x, ins, $f)
+                $shape::<$p>(x, ins, $($f),*)
             }
         )*
     };
 }
 
 handlers! {
-    addps = packed::<F32>(add::<F32>);
-    addpd = packed::<F64>(add::<F64>);
+    addps = packed::<F32>(add::<F32>, Some(Op::Add));
+    addpd = packed::<F64>(add::<F64>, Some(Op::Add));
     addss = scalar::<F32>(add::<F32>);
     addsd = scalar::<F64>(add::<F64>);
-    subps = packed::<F32>(sub::<F32>);
-    subpd = packed::<F64>(sub::<F64>);
+    subps = packed::<F32>(sub::<F32>, Some(Op::Sub));
+    subpd = packed::<F64>(sub::<F64>, Some(Op::Sub));
     subss = scalar::<F32>(sub::<F32>);
     subsd = scalar::<F64>(sub::<F64>);
-    mulps = packed::<F32>(mul::<F32>);
-    mulpd = packed::<F64>(mul::<F64>);
+    mulps = packed::<F32>(mul::<F32>, Some(Op::Mul));
+    mulpd = packed::<F64>(mul::<F64>, Some(Op::Mul));
     mulss = scalar::<F32>(mul::<F32>);
     mulsd = scalar::<F64>(mul::<F64>);
-    divps = packed::<F32>(div::<F32>);
-    divpd = packed::<F64>(div::<F64>);
+    divps = packed::<F32>(div::<F32>, Some(Op::Div));
+    divpd = packed::<F64>(div::<F64>, Some(Op::Div));
     divss = scalar::<F32>(div::<F32>);
     divsd = scalar::<F64>(div::<F64>);
-    minps = packed::<F32>(min::<F32>);
-    minpd = packed::<F64>(min::<F64>);
+    minps = packed::<F32>(min::<F32>, Some(Op::Min));
+    minpd = packed::<F64>(min::<F64>, Some(Op::Min));
     minss = scalar::<F32>(min::<F32>);
     minsd = scalar::<F64>(min::<F64>);
-    maxps = packed::<F32>(max::<F32>);
-    maxpd = packed::<F64>(max::<F64>);
+    maxps = packed::<F32>(max::<F32>, Some(Op::Max));
+    maxpd = packed::<F64>(max::<F64>, Some(Op::Max));
     maxss = scalar::<F32>(max::<F32>);
     maxsd = scalar::<F64>(max::<F64>);
-    sqrtps = packed::<F32>(sqrt_src::<F32>);
-    sqrtpd = packed::<F64>(sqrt_src::<F64>);
+    sqrtps = packed::<F32>(sqrt_src::<F32>, Some(Op::Sqrt));
+    sqrtpd = packed::<F64>(sqrt_src::<F64>, Some(Op::Sqrt));
     sqrtss = scalar::<F32>(sqrt_src::<F32>);
     sqrtsd = scalar::<F64>(sqrt_src::<F64>);
-    rcpps = packed::<F32>(rcp_src);
+    rcpps = packed::<F32>(rcp_src, None);
     rcpss = scalar::<F32>(rcp_src);
-    rsqrtps = packed::<F32>(rsqrt_src);
+    rsqrtps = packed::<F32>(rsqrt_src, None);
     rsqrtss = scalar::<F32>(rsqrt_src);
 }
 
@@ -323,6 +337,9 @@ pub fn hsub<P: Format>(a: u128, b: u128, _: u8, mx: Mx) -> (u128, u32) {
 /// ROUNDPS/ROUNDPD: every lane of the source rounded to an integral value (see
 /// [`cvt::round_to_integral`] for the immediate).
 pub fn round_packed<P: Format>(_: u128, b: u128, imm: u8, mx: Mx) -> (u128, u32) {
+    if let Some(r) = host::round_packed::<P>(b, imm, mx) {
+        return r;
+    }
     let mut r = 0;
     let mut flags = 0;
     for i in 0..lanes::<P>() {
