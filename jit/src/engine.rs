@@ -92,6 +92,8 @@ pub struct JitStats {
     /// Translation-cache lookups by the dispatcher, and those that found a valid entry.
     pub lookups: u64,
     pub lookup_hits: u64,
+    /// Lookups answered by the direct-mapped front table (no map probe).
+    pub front_hits: u64,
     /// Entries in the translation cache (compiled or not) when the statistics were taken.
     pub cache_entries: u64,
     /// Whole-cache flushes (size limit).
@@ -162,7 +164,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
+            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
             self.compiled,
             self.region_blocks,
             self.region_edges,
@@ -170,6 +172,7 @@ impl JitStats {
             self.code_bytes / 1024,
             self.cache_entries,
             100.0 * self.hit_rate(),
+            100.0 * self.front_hits as f64 / self.lookups.max(1) as f64,
             100.0 * self.chain_rate(),
             self.flushes,
             self.compile_errors
@@ -187,7 +190,10 @@ enum Tier {
     Failed,
 }
 
+const FRONT_ENTRIES: usize = 1 << 12;
+
 struct Entry {
+    key: BlockKey,
     block: Arc<Block>,
     /// The other blocks compiled into this entry's function (kept alive: compiled code points
     /// at their decoded instructions).
@@ -202,7 +208,13 @@ struct Entry {
 /// The JIT engine. Implements the same [`Engine`] contract as the interpreter.
 pub struct Jit {
     pub config: JitConfig,
-    cache: FixedMap<BlockKey, Entry>,
+    /// The translation cache: entries by index, and their keys. Entries are only replaced
+    /// (same key) or all dropped at once (flush), so an index stays valid until a flush.
+    entries: Vec<Entry>,
+    index: FixedMap<BlockKey, u32>,
+    /// Direct-mapped by RIP, in front of the map: the index of the entry last found at that
+    /// RIP (used when its key is the one looked up; saves the map probe).
+    front: Box<[u32]>,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -249,7 +261,9 @@ impl Jit {
         let chain = ChainTable::default();
         Jit {
             config,
-            cache: FixedMap::default(),
+            entries: Vec::new(),
+            index: FixedMap::default(),
+            front: vec![u32::MAX; FRONT_ENTRIES].into_boxed_slice(),
             compiler: Compiler::with_opt_level(opt_level, chain.addr()),
             chain,
             single_block: false,
@@ -260,7 +274,9 @@ impl Jit {
 
     /// Drop every translation (compiled or not).
     pub fn flush(&mut self) {
-        self.cache.clear();
+        self.entries.clear();
+        self.index.clear();
+        self.front.fill(u32::MAX);
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
         self.chain.clear();
@@ -268,11 +284,33 @@ impl Jit {
         self.stats.flushes += 1;
     }
 
+    fn entry(&self, key: &BlockKey) -> Option<&Entry> {
+        self.index.get(key).map(|&i| &self.entries[i as usize])
+    }
+
+    fn entry_mut(&mut self, key: &BlockKey) -> Option<&mut Entry> {
+        self.index.get(key).map(|&i| &mut self.entries[i as usize])
+    }
+
+    /// Store `e` under its key (replacing an entry with the same key); its index.
+    fn insert_entry(&mut self, e: Entry) -> usize {
+        match self.index.get(&e.key) {
+            Some(&i) => {
+                self.entries[i as usize] = e;
+                i as usize
+            }
+            None => {
+                let i = self.entries.len();
+                self.index.insert(e.key, i as u32);
+                self.entries.push(e);
+                i
+            }
+        }
+    }
+
     /// The decoded block and IR text (if kept) cached under `key`.
     pub fn block_info(&self, key: &BlockKey) -> Option<(Arc<Block>, Option<&str>)> {
-        self.cache
-            .get(key)
-            .map(|e| (e.block.clone(), e.ir.as_deref()))
+        self.entry(key).map(|e| (e.block.clone(), e.ir.as_deref()))
     }
 
     /// Run exactly one block (compiled or interpreted) within the budget; used by `Verify`.
@@ -309,6 +347,8 @@ impl Jit {
     fn dispatch(&mut self, ctx: &mut Ctx) -> Dispatched {
         let rip = ctx.cpu.state.rip;
         let bitness = ctx.cpu.state.code_bitness();
+        let threshold = self.config.threshold;
+        self.stats.lookups += 1;
         // Translation, and in legacy modes the CS-limit window (part of the key).
         let key = match ctx.block_key() {
             Ok((k, _)) => k,
@@ -320,58 +360,70 @@ impl Jit {
                 }
             }
         };
-        // The common case (a valid entry that needs no tier change) costs one map lookup.
-        let threshold = self.config.threshold;
-        let mut due = true;
-        self.stats.lookups += 1;
-        let valid = match self.cache.get_mut(&key) {
-            Some(e) if e.block.valid(ctx.ram) => {
-                if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
-                    || (matches!(e.tier, Tier::Cold) && e.count.saturating_add(1) < threshold)
-                {
-                    e.count = e.count.saturating_add(1);
-                    due = false;
-                }
-                true
-            }
-            _ => false,
-        };
-        if valid {
-            self.stats.lookup_hits += 1;
+        let slot = crate::chain::slot(rip) & (FRONT_ENTRIES - 1);
+        let f = self.front[slot] as usize;
+        let found = if self.entries.get(f).is_some_and(|e| e.key == key) {
+            self.stats.front_hits += 1;
+            Some(f)
         } else {
-            let block = match ctx.block_at_rip() {
-                // The JIT keeps its own copy of the decoded block (the interpreter's cache may
-                // reuse the arena slot later).
-                Ok(idx) => Arc::new(ctx.cpu.blocks.block(idx).clone()),
-                Err(f) => {
-                    return Dispatched {
-                        key: Some(key),
-                        compiled: false,
-                        stop: Some(ExitReason::Exception(f)),
+            self.index.get(&key).map(|&i| i as usize)
+        };
+        let (idx, valid) = match found {
+            Some(i) if self.entries[i].block.valid(ctx.ram) => (i, true),
+            _ => {
+                let block = match ctx.block_at_rip() {
+                    // The JIT keeps its own copy of the decoded block (the interpreter's cache
+                    // may reuse the arena slot later).
+                    Ok(i) => Arc::new(ctx.cpu.blocks.block(i).clone()),
+                    Err(f) => {
+                        return Dispatched {
+                            key: Some(key),
+                            compiled: false,
+                            stop: Some(ExitReason::Exception(f)),
+                        }
                     }
+                };
+                if self.entries.len() >= self.config.max_entries {
+                    self.flush();
                 }
-            };
-            if self.cache.len() >= self.config.max_entries {
-                self.flush();
-            }
-            self.cache.insert(
-                key,
-                Entry {
+                let i = self.insert_entry(Entry {
+                    key,
                     block,
                     region: Vec::new(),
                     block_bitness: bitness,
                     count: 0,
                     tier: Tier::Cold,
                     ir: None,
-                },
-            );
+                });
+                (i, false)
+            }
+        };
+        self.front[slot] = idx as u32;
+        // The common case (a valid entry that needs no tier change) touches only the entry.
+        let mut due = true;
+        if valid {
+            self.stats.lookup_hits += 1;
+            let e = &mut self.entries[idx];
+            if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
+                || (matches!(e.tier, Tier::Cold) && e.count.saturating_add(1) < threshold)
+            {
+                e.count = e.count.saturating_add(1);
+                due = false;
+            }
         }
         // A code write noticed before this block is already reflected in the lookup above.
         ctx.cpu.smc = false;
         if due {
             self.promote(&key, ctx.ram);
         }
-        let e = self.cache.get_mut(&key).expect("entry just ensured");
+        let Some(e) = self.entry_mut(&key) else {
+            // A flush while promoting: run the block next time.
+            return Dispatched {
+                key: Some(key),
+                compiled: false,
+                stop: None,
+            };
+        };
         let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
         // A yield request left pending by a faulting instruction (as in the interpreter, it
         // stops the engine after the next retired instruction): interpret this block, whose
@@ -445,7 +497,7 @@ impl Jit {
     /// threshold times, still valid, 64-bit, and ending inside the page — so the entry's validity
     /// (its page version, its translation) covers them all.
     fn region_of(&self, key: &BlockKey, ram: &GuestRam) -> Vec<Arc<Block>> {
-        let Some(entry) = self.cache.get(key) else {
+        let Some(entry) = self.entry(key) else {
             return Vec::new();
         };
         let mut out = vec![entry.block.clone()];
@@ -472,7 +524,7 @@ impl Jit {
                     bitness: 64,
                     cut: 0,
                 };
-                let Some(e) = self.cache.get(&k) else {
+                let Some(e) = self.entry(&k) else {
                     continue;
                 };
                 let n = e.block.insns.len();
@@ -503,16 +555,16 @@ impl Jit {
     fn promote(&mut self, key: &BlockKey, ram: &GuestRam) {
         let threshold = self.config.threshold;
         let count = {
-            let e = self.cache.get_mut(key).expect("entry present");
+            let e = self.entry_mut(key).expect("entry present");
             e.count = e.count.saturating_add(1);
             e.count
         };
-        let e = self.cache.get(key).expect("entry present");
+        let e = self.entry(key).expect("entry present");
         match e.tier {
             Tier::Cold if count >= threshold && e.block_bitness != 64 => {
                 // 16/32-bit code is interpreted for good (the native lowering and its
                 // addressing assume 64-bit mode; see docs/jit.md).
-                self.cache.get_mut(key).expect("entry present").tier = Tier::Failed;
+                self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
             Tier::Cold if count >= threshold => {
@@ -527,7 +579,8 @@ impl Jit {
                     self.compiler
                         .compile(&blocks, self.config.keep_ir, self.config.native);
                 self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
-                let e = self.cache.get_mut(key).expect("entry present");
+                let i = *self.index.get(key).expect("entry present") as usize;
+                let e = &mut self.entries[i];
                 match compiled {
                     Ok(c) => {
                         self.stats.compiled += 1;
@@ -558,8 +611,7 @@ impl Jit {
     /// Finalise the waiting batch when it is full or `key` has waited `threshold` runs.
     fn maybe_finalize(&mut self, key: &BlockKey) {
         let waited = self
-            .cache
-            .get(key)
+            .entry(key)
             .is_some_and(|e| e.count >= self.config.threshold.saturating_mul(2));
         if self.pending.len() < self.config.batch.max(1) && !waited {
             return;
@@ -574,7 +626,8 @@ impl Jit {
         }
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
         for k in std::mem::take(&mut self.pending) {
-            if let Some(e) = self.cache.get_mut(&k) {
+            if let Some(&i) = self.index.get(&k) {
+                let e = &mut self.entries[i as usize];
                 if let Tier::Pending(id) = e.tier {
                     e.tier = Tier::Ready(self.compiler.get(id));
                 }
@@ -608,7 +661,7 @@ impl Drop for Jit {
     /// (host-side diagnostics only; nothing guest-visible depends on it).
     fn drop(&mut self) {
         if std::env::var_os("LOCKSTEP_JIT_STATS").is_some() {
-            self.stats.cache_entries = self.cache.len() as u64;
+            self.stats.cache_entries = self.entries.len() as u64;
             eprintln!("{}", self.stats.summary());
         }
     }

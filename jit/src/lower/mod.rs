@@ -116,11 +116,10 @@ pub struct Lower<'a> {
     pub slow_load: bool,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers any of its instructions
-    /// reads or writes (bit 16: RFLAGS) and writes, `Frame::region_end`, the flag edge variables.
+    /// reads or writes (bit 16: RFLAGS), `Frame::region_end`, the flag edge variables.
     members: Vec<Member>,
     work: Vec<usize>,
     regs_used: u32,
-    regs_written: u32,
     region_end: Option<Value>,
     edge: Option<EdgeVars>,
 }
@@ -170,29 +169,24 @@ fn host_mem() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-/// Registers (bit i: GPR i, bit 16: RFLAGS) the instructions of `blocks` read or write, and
-/// those they write (implicit operands included).
-fn register_sets(blocks: &[&Block]) -> (u32, u32) {
+/// Registers (bit i: GPR i, bit 16: RFLAGS) the instructions of `blocks` read or write
+/// (implicit operands included).
+fn registers_used(blocks: &[&Block]) -> u32 {
     use iced_x86::{InstructionInfoFactory, OpAccess, Register};
     let mut fac = InstructionInfoFactory::new();
-    let (mut used, mut written) = (1u32 << RFLAGS, 1u32 << RFLAGS);
+    let mut used = 1u32 << RFLAGS;
     for d in blocks.iter().flat_map(|b| b.insns.iter()) {
         for u in fac.info(&d.ins).used_registers() {
             let r = u.register().full_register();
             if !(Register::RAX..=Register::R15).contains(&r) {
                 continue;
             }
-            let bit = 1u32 << (r as u32 - Register::RAX as u32);
-            used |= bit;
-            if !matches!(
-                u.access(),
-                OpAccess::Read | OpAccess::CondRead | OpAccess::None
-            ) {
-                written |= bit;
+            if u.access() != OpAccess::None {
+                used |= 1u32 << (r as u32 - Register::RAX as u32);
             }
         }
     }
-    (used, written)
+    used
 }
 
 /// Does `block` overwrite every status flag (natively) before anything could read them: an
@@ -238,10 +232,10 @@ pub fn lower_region(
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
     let sigs = sig_for(&mut b);
-    let (regs_used, regs_written) = if blocks.len() > 1 {
-        register_sets(blocks)
+    let regs_used = if blocks.len() > 1 {
+        registers_used(blocks)
     } else {
-        (0, 0)
+        0
     };
     let ret_sites: Vec<u64> = blocks
         .iter()
@@ -286,7 +280,6 @@ pub fn lower_region(
         members,
         work: Vec::new(),
         regs_used,
-        regs_written,
         region_end: None,
         edge: None,
     };
