@@ -521,8 +521,9 @@ struct LockstepRun {
     stats: Result<Stats, String>,
 }
 
+/// A lockstep run with the reference interpreter (the JIT runs are below).
 fn run_lockstep(b: &Binary, seed: &str) -> Result<LockstepRun, String> {
-    run_lockstep_opts(b, seed, &[])
+    run_lockstep_opts(b, seed, &["--engine", "interp"])
 }
 
 /// A lockstep run with extra `lockstep user` options (`--engine jit`, `--verify`).

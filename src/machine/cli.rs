@@ -38,13 +38,13 @@ pub struct BootArgs {
     #[arg(long, default_value_t = 1)]
     pub ns_per_insn: u64,
     /// Execution engine.
-    #[arg(long, value_enum, default_value_t = EngineKind::Interp)]
+    #[arg(long, value_enum, default_value_t = EngineKind::Jit)]
     pub engine: EngineKind,
     /// Run the JIT and the interpreter in lockstep and stop at the first divergence.
     #[arg(long)]
     pub verify: bool,
     /// Executions of a block before the JIT compiles it.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = lockstep_jit::JitConfig::default().threshold)]
     pub jit_threshold: u32,
     /// Stop after this many retired instructions.
     #[arg(long)]

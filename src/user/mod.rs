@@ -45,9 +45,9 @@ const SLICE: u64 = 1 << 24;
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EngineKind {
     /// The reference interpreter.
-    #[default]
     Interp,
     /// The Cranelift JIT (lockstep-jit).
+    #[default]
     Jit,
 }
 
@@ -55,7 +55,7 @@ pub enum EngineKind {
 #[derive(clap::Args, Debug)]
 pub struct UserArgs {
     /// Execution engine.
-    #[arg(long, value_enum, default_value_t = EngineKind::Interp)]
+    #[arg(long, value_enum, default_value_t = EngineKind::Jit)]
     pub engine: EngineKind,
     /// Run the JIT and the interpreter in lockstep, block by block, comparing state and
     /// memory writes; stop with exit code 70 at the first difference (implies the JIT).

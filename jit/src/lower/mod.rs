@@ -335,6 +335,41 @@ pub fn lower_region(
     stats
 }
 
+/// The general-purpose registers (bit i: GPR i) an instruction uses, if it may take the lean
+/// trampoline: it continues with the next instruction, does not touch RFLAGS, and has no
+/// implicit effects beyond what iced reports.
+fn lean_registers(d: &DecodedInsn) -> Option<u32> {
+    use iced_x86::{FlowControl, InstructionInfoFactory, OpAccess, Register};
+    let ins = &d.ins;
+    if ins.flow_control() != FlowControl::Next
+        || ins.rflags_read() != 0
+        || ins.rflags_modified() != 0
+        || ins.is_string_instruction()
+        || ins.stack_pointer_increment() != 0
+        || ins.has_lock_prefix()
+        || ins.is_invalid()
+    {
+        return None;
+    }
+    let mut regs = 0u32;
+    let mut fac = InstructionInfoFactory::new();
+    for u in fac.info(ins).used_registers() {
+        let r = u.register();
+        if r.is_segment_register() && !matches!(u.access(), OpAccess::Read | OpAccess::None) {
+            return None;
+        }
+        if r.is_cr() || r.is_dr() || r.is_tr() {
+            return None;
+        }
+        let full = r.full_register();
+        // (RIP-relative addressing: the handler computes it from the decoded instruction.)
+        if (Register::RAX..=Register::R15).contains(&full) {
+            regs |= 1 << (full as u32 - Register::RAX as u32);
+        }
+    }
+    Some(regs)
+}
+
 /// A near indirect JMP/CALL through a register or memory in 64-bit mode (cannot change mode).
 fn near_indirect(ins: &iced_x86::Instruction) -> bool {
     use iced_x86::Code;
@@ -764,6 +799,10 @@ impl Lower<'_> {
     /// cache, and leave the block if the instruction said so. `after`: instructions that
     /// follow in the block (a REP string that used up budget must not let them run).
     fn call_handler(&mut self, d: &DecodedInsn, after: usize) {
+        if let Some(regs) = lean_registers(d) {
+            self.call_handler_lean(d, regs);
+            return;
+        }
         self.write_back();
         let insn = self.iconst(d as *const DecodedInsn as u64);
         let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
@@ -800,6 +839,47 @@ impl Lower<'_> {
                 .icmp_imm_s(IntCC::UnsignedLessThan, left, after as i64);
             self.side_exit_if(short, None, None, ret::DISPATCH);
         }
+    }
+
+    /// The trampoline for an instruction that neither reads nor writes RFLAGS and uses only
+    /// the general-purpose registers `regs` (SSE/AVX/x87 arithmetic and moves, mostly): only
+    /// those registers go through memory; the others stay in their variables, dirty or not,
+    /// and the flags stay pending (an exit after the call stores and folds them as usual).
+    fn call_handler_lean(&mut self, d: &DecodedInsn, regs: u32) {
+        for i in 0..16 {
+            if regs & (1 << i) != 0 && self.dirty & (1 << i) != 0 {
+                let v = self.b.use_var(self.vars[i]);
+                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+            }
+        }
+        self.dirty &= !regs;
+        if self.k != 0 || self.ret_stale {
+            let r = self.b.use_var(self.ret_var);
+            let r = self.b.ins().iadd_imm_s(r, self.k);
+            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+        }
+        let insn = self.iconst(d as *const DecodedInsn as u64);
+        let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
+        let frame = self.frame;
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.sigs.exec, f, &[frame, insn]);
+        let status = self.b.inst_results(call)[0];
+        // It may have written any of `regs`: read them from memory when next needed.
+        self.loaded &= !regs;
+        self.k = 0;
+        self.ret_stale = false;
+        let r = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.retired_ptr, 0);
+        self.b.def_var(self.ret_var, r);
+        self.rip_in_memory = true;
+        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
+        // RIP and `retired` are in memory; the exit stores the other dirty registers and the
+        // flags (the instruction changed neither) and returns the status.
+        self.side_exit_if(c, None, Some(status), 0);
     }
 
     /// On a slow memory path (which may reach a device): make `cpu.retired` in memory exact
