@@ -233,3 +233,17 @@ impl Compiler {
         self.in_module = 0;
     }
 }
+
+impl Drop for Compiler {
+    /// A `JITModule` does not unmap its code when dropped: free it, or every engine would
+    /// leak its code memory (many engines per process: tests, fuzzing, library users).
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the compiler is being dropped, so no compiled function can be running
+            // (compiled code only runs inside `Jit::dispatch`, which borrows the engine) and
+            // no pointer from `Compiler::get` or `Compiler::enter` is used afterwards (the
+            // engine owning them is being dropped with it).
+            unsafe { m.free_memory() };
+        }
+    }
+}
