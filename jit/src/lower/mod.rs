@@ -475,9 +475,7 @@ impl Lower<'_> {
 
     /// The member of the region starting at `rip`, if any.
     fn member_at(&self, rip: u64) -> Option<usize> {
-        if self.edge.is_none() {
-            return None;
-        }
+        self.edge.as_ref()?;
         self.members.iter().position(|m| m.rip == rip)
     }
 
@@ -804,28 +802,11 @@ impl Lower<'_> {
             return;
         }
         self.write_back();
-        let insn = self.iconst(d as *const DecodedInsn as u64);
-        let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
-        let frame = self.frame;
-        let call = self
-            .b
-            .ins()
-            .call_indirect(self.sigs.exec, f, &[frame, insn]);
-        let status = self.b.inst_results(call)[0];
         self.loaded = 0;
         self.dirty = 0;
         self.pending.clear();
-        self.k = 0;
-        self.ret_stale = false;
-        let r = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), self.retired_ptr, 0);
-        self.b.def_var(self.ret_var, r);
-        self.rip_in_memory = true;
-        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
         // Everything is in memory: the exit only returns the status.
-        self.side_exit_if(c, None, Some(status), 0);
+        let r = self.exec_call(d);
         let rep = d.ins.has_rep_prefix() || d.ins.has_repne_prefix();
         if after > 0 && rep && d.ins.is_string_instruction() {
             let be = self
@@ -858,6 +839,17 @@ impl Lower<'_> {
             let r = self.b.ins().iadd_imm_s(r, self.k);
             self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
         }
+        // It may have written any of `regs`: read them from memory when next needed. RIP and
+        // `retired` are in memory; an exit stores the other dirty registers and the flags
+        // (the instruction changed neither) and returns the status.
+        self.loaded &= !regs;
+        self.exec_call(d);
+    }
+
+    /// Call the instruction trampoline for `d` (`retired` in memory is up to date), reload
+    /// `retired`, and leave the block with the helper's status when it is not NEXT. Returns
+    /// the reloaded `retired`.
+    fn exec_call(&mut self, d: &DecodedInsn) -> Value {
         let insn = self.iconst(d as *const DecodedInsn as u64);
         let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
         let frame = self.frame;
@@ -866,8 +858,6 @@ impl Lower<'_> {
             .ins()
             .call_indirect(self.sigs.exec, f, &[frame, insn]);
         let status = self.b.inst_results(call)[0];
-        // It may have written any of `regs`: read them from memory when next needed.
-        self.loaded &= !regs;
         self.k = 0;
         self.ret_stale = false;
         let r = self
@@ -877,9 +867,8 @@ impl Lower<'_> {
         self.b.def_var(self.ret_var, r);
         self.rip_in_memory = true;
         let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
-        // RIP and `retired` are in memory; the exit stores the other dirty registers and the
-        // flags (the instruction changed neither) and returns the status.
         self.side_exit_if(c, None, Some(status), 0);
+        r
     }
 
     /// On a slow memory path (which may reach a device): make `cpu.retired` in memory exact
