@@ -120,6 +120,8 @@ pub const fn gpr_off(i: usize) -> i32 {
 }
 pub const OFF_RIP: i32 = offset_of!(CpuState, rip) as i32;
 pub const OFF_RFLAGS: i32 = offset_of!(CpuState, rflags) as i32;
+pub const OFF_CR0: i32 = offset_of!(CpuState, cr0) as i32;
+pub const OFF_CR4: i32 = offset_of!(CpuState, cr4) as i32;
 
 /// Byte offset of segment `i`'s base in [`CpuState`].
 pub fn seg_base_off(i: usize) -> i32 {

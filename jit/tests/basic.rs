@@ -32,12 +32,11 @@ fn loop_matches_interpreter() {
     let code = sum_loop();
     let (m, jit, _) = compare(&code, &[100_000], eager_config(), &|_| {});
     assert_eq!(m.gpr(reg::RAX), 500_500);
-    assert!(
-        jit.stats.compiled_runs + jit.stats.chained_runs > 900,
-        "{:?}",
-        jit.stats
-    );
-    assert!(jit.stats.chained_runs > 900, "chaining: {:?}", jit.stats);
+    // The loop is one block that branches to itself: a region, whose iterations are jumps
+    // inside the compiled function.
+    assert!(jit.stats.compiled_runs >= 1, "{:?}", jit.stats);
+    assert!(jit.stats.region_edges >= 1, "region: {:?}", jit.stats);
+    assert!(jit.stats.interp_runs < 5, "{:?}", jit.stats);
     assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
 }
 

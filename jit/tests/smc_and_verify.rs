@@ -83,7 +83,9 @@ fn verify_passes_a_correct_run() {
         .unwrap_or_else(|d| panic!("{d}"));
     assert!(matches!(e.reason, ExitReason::Exception(_)));
     assert_eq!(m.gpr(reg::RAX), 5050);
-    assert!(v.compiled_checked > 90, "{}", v.compiled_checked);
+    // The loop is a region: one compared dispatch runs up to 2000 instructions of it.
+    assert!(v.compiled_checked >= 2, "{}", v.compiled_checked);
+    assert!(v.blocks_checked >= 2, "{}", v.blocks_checked);
 }
 
 #[test]

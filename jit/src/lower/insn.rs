@@ -59,7 +59,7 @@ fn imm(ins: &Instruction, n: u32) -> Option<u64> {
 
 /// Does the native lowering cover this instruction (same decision as [`lower`])?
 pub fn is_native(d: &DecodedInsn) -> bool {
-    classify(&d.ins).is_some()
+    classify(&d.ins).is_some() || super::sse_int::covers(&d.ins)
 }
 
 #[derive(Clone, Copy)]
@@ -371,6 +371,9 @@ fn gp_if_noncanonical(l: &mut Lower, target: Value) {
 /// Lower `d` natively if the subset covers it.
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
     let ins = &d.ins;
+    if let Some(o) = super::sse_int::lower(l, d) {
+        return o;
+    }
     let Some(kind) = classify(ins) else {
         return Outcome::NotNative;
     };

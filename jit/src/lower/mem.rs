@@ -191,7 +191,7 @@ impl Lower<'_> {
     }
 
     /// TLB probe: (hit and the access stays inside the page, address of the entry).
-    fn tlb_probe(&mut self, table: Value, lin: Value, size: u8) -> (Value, Value) {
+    pub(super) fn tlb_probe(&mut self, table: Value, lin: Value, size: u8) -> (Value, Value) {
         let vpn = self.b.ins().ushr_imm_s(lin, 12);
         let slot = self.b.ins().band_imm_s(vpn, (TLB_ENTRIES - 1) as i64);
         let off = self.b.ins().imul_imm_s(slot, TLB_ENTRY_BYTES as i64);
@@ -208,7 +208,7 @@ impl Lower<'_> {
     }
 
     /// Host address of a TLB hit.
-    fn host_addr(&mut self, entry: Value, lin: Value, ram: Value) -> Value {
+    pub(super) fn host_addr(&mut self, entry: Value, lin: Value, ram: Value) -> Value {
         let phys = self.b.ins().load(types::I64, host_mem(), entry, 8);
         let page_off = self.b.ins().band_imm_s(lin, 0xfff);
         let p = self.b.ins().iadd(ram, phys);

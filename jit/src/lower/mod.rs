@@ -11,6 +11,7 @@
 pub(crate) mod flags;
 mod insn;
 mod mem;
+mod sse_int;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
@@ -232,11 +233,14 @@ pub fn lower_region(
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
     let sigs = sig_for(&mut b);
-    let regs_used = if blocks.len() > 1 {
-        registers_used(blocks)
-    } else {
-        0
-    };
+    // A region: several blocks, or one block that branches back to its own start.
+    let entry_rip = blocks[0].insns.first().map_or(u64::MAX, |d| d.ins.ip());
+    let self_loop = blocks[0].insns.last().is_some_and(|d| {
+        (d.ins.is_jcc_short_or_near() || d.ins.is_jmp_short_or_near())
+            && d.ins.near_branch_target() == entry_rip
+    });
+    let region = blocks.len() > 1 || self_loop;
+    let regs_used = if region { registers_used(blocks) } else { 0 };
     let ret_sites: Vec<u64> = blocks
         .iter()
         .filter_map(|blk| blk.insns.last())
@@ -283,7 +287,7 @@ pub fn lower_region(
         region_end: None,
         edge: None,
     };
-    if blocks.len() > 1 {
+    if region {
         // Everything the region's blocks share is set up once, here, on entry.
         let ce =
             l.b.ins()
