@@ -102,6 +102,9 @@ pub struct JitStats {
     pub flushes: u64,
     /// Blocks left to the interpreter for good because they are not 64-bit code.
     pub interp_only_blocks: u64,
+    /// Blocks left to the interpreter because their page was compiled too often (code
+    /// rewritten again and again; see `MAX_PAGE_COMPILES`).
+    pub smc_pages_interpreted: u64,
     /// Blocks Cranelift refused (they stay interpreted) and the last error.
     pub compile_errors: u64,
     pub last_error: Option<String>,
@@ -194,6 +197,13 @@ enum Tier {
 
 const FRONT_ENTRIES: usize = 1 << 12;
 
+/// Most compiles of blocks from one physical page between flushes. Real code compiles each
+/// hot block of a page once (a page holds at most a few hundred blocks, most never hot); a
+/// guest that rewrites its code on every iteration would otherwise be recompiled each time
+/// (a host-time sink: 3000 one-instruction rewrites took 7 s in the fuzzer). Past the limit
+/// the page's blocks run in the interpreter — same results, bounded compile time.
+const MAX_PAGE_COMPILES: u32 = 256;
+
 struct Entry {
     key: BlockKey,
     block: Arc<Block>,
@@ -217,6 +227,9 @@ pub struct Jit {
     /// Direct-mapped by RIP, in front of the map: the index of the entry last found at that
     /// RIP (used when its key is the one looked up; saves the map probe).
     front: Box<[u32]>,
+    /// Compiles per physical code page since the last flush: a page past
+    /// [`MAX_PAGE_COMPILES`] (code rewritten again and again) stays interpreted.
+    page_compiles: FixedMap<u64, u32>,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -266,6 +279,7 @@ impl Jit {
             entries: Vec::new(),
             index: FixedMap::default(),
             front: vec![u32::MAX; FRONT_ENTRIES].into_boxed_slice(),
+            page_compiles: FixedMap::default(),
             compiler: Compiler::with_opt_level(opt_level, chain.addr()),
             chain,
             single_block: false,
@@ -279,6 +293,7 @@ impl Jit {
         self.entries.clear();
         self.index.clear();
         self.front.fill(u32::MAX);
+        self.page_compiles.clear();
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
         self.chain.clear();
@@ -574,6 +589,13 @@ impl Jit {
                     self.flush();
                     return; // The entry is gone; it is decoded again next time.
                 }
+                let n = self.page_compiles.entry(key.phys >> 12).or_insert(0);
+                if *n >= MAX_PAGE_COMPILES {
+                    self.entry_mut(key).expect("entry present").tier = Tier::Failed;
+                    self.stats.smc_pages_interpreted += 1;
+                    return;
+                }
+                *n += 1;
                 let region = self.region_of(key, ram);
                 let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
                 let t0 = Instant::now();
