@@ -528,9 +528,9 @@ impl Jit {
         while i < out.len() {
             let b = out[i].clone();
             i += 1;
-            for t in successors(&b) {
+            for t in crate::region::successors(&b) {
                 if out.len() >= self.config.region_blocks {
-                    return loop_of(out);
+                    return crate::region::loop_of(out);
                 }
                 if t & !0xfff != page || rips.contains(&t) {
                     continue;
@@ -565,7 +565,7 @@ impl Jit {
                 }
             }
         }
-        loop_of(out)
+        crate::region::loop_of(out)
     }
 
     /// Count one execution of the entry and move it up the tiers when due.
@@ -689,81 +689,4 @@ impl Drop for Jit {
             eprintln!("{}", self.stats.summary());
         }
     }
-}
-
-/// Static successors of a block: the targets of its last instruction when that is a direct
-/// branch or call, and the next instruction when execution can fall through to it.
-fn successors(b: &Block) -> Vec<u64> {
-    use iced_x86::FlowControl as F;
-    let Some(d) = b.insns.last() else {
-        return Vec::new();
-    };
-    let ins = &d.ins;
-    let direct = ins.is_jmp_short_or_near() || ins.is_jcc_short_or_near() || ins.is_call_near();
-    match ins.flow_control() {
-        F::ConditionalBranch if direct => vec![ins.near_branch_target(), ins.next_ip()],
-        // After a call: the callee, and the return site (a RET may come back to it).
-        F::Call if direct => vec![ins.near_branch_target(), ins.next_ip()],
-        F::IndirectCall => vec![ins.next_ip()],
-        F::UnconditionalBranch if direct => vec![ins.near_branch_target()],
-        F::Next => vec![ins.next_ip()],
-        _ => Vec::new(),
-    }
-}
-
-/// The blocks of `blocks` (entry first) from which the entry can be reached again through
-/// the others — the loops through the entry, where keeping registers in SSA values across
-/// iterations pays for the larger compile; just the entry when there is no such loop.
-fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
-    let rip = |b: &Block| b.insns.first().map_or(u64::MAX, |d| d.ins.ip());
-    let ret_sites: Vec<u64> = blocks
-        .iter()
-        .filter_map(|b| b.insns.last())
-        .filter(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
-        .map(|d| d.ins.next_ip())
-        .collect();
-    let succ: Vec<Vec<u64>> = blocks
-        .iter()
-        .map(|b| {
-            let mut s = successors(b);
-            // A call's return site counts only through the callee's own return, which is
-            // not followed here: recursion alone does not make a loop worth a region.
-            s.retain(|t| {
-                !ret_sites.contains(t) || b.insns.last().is_some_and(|d| !d.ins.is_call_near())
-            });
-            s
-        })
-        .collect();
-    let mut reach = vec![false; blocks.len()];
-    let entry = rip(&blocks[0]);
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..blocks.len() {
-            if reach[i] {
-                continue;
-            }
-            let hit = succ[i].iter().any(|&t| {
-                t == entry || (0..blocks.len()).any(|j| reach[j] && rip(&blocks[j]) == t)
-            });
-            if hit {
-                reach[i] = true;
-                changed = true;
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut it = blocks.into_iter();
-    if let Some(first) = it.next() {
-        out.push(first);
-    }
-    if !reach[0] {
-        return out;
-    }
-    out.extend(
-        it.zip(reach.into_iter().skip(1))
-            .filter(|(_, r)| *r)
-            .map(|(b, _)| b),
-    );
-    out
 }

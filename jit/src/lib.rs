@@ -14,6 +14,7 @@ pub mod frame;
 pub mod fuzzing;
 pub mod helpers;
 pub mod lower;
+pub mod region;
 pub mod step;
 pub mod verify;
 

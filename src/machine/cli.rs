@@ -247,6 +247,7 @@ fn run(args: &BootArgs) -> Result<i32, String> {
         eprintln!("lockstep: {summary}");
     }
     m.input = input_feeder(args)?;
+    m.input.recording = args.record_input.is_some();
     let mut recorder = match &args.record_input {
         Some(p) => Some(Recorder::create(p)?),
         None => None,

@@ -166,8 +166,10 @@ pub struct InputFeeder {
     waiting: VecDeque<u8>,
     /// Stop at the first instruction boundary at this virtual time (a replayed `end`).
     pub end: Option<u64>,
-    /// Every event as it arrived (for `--record-input`), until taken.
+    /// Every event as it arrived (for `--record-input`), until taken; kept only while
+    /// `recording` is set, so unrecorded runs do not accumulate their input.
     log: Vec<InputEvent>,
+    pub recording: bool,
     /// Bytes moved into the FIFO so far.
     pub delivered: u64,
 }
@@ -207,10 +209,12 @@ impl InputFeeder {
         while self.future.front().is_some_and(|e| e.at <= now) {
             if let Some(e) = self.future.pop_front() {
                 self.waiting.extend(e.bytes.iter().copied());
-                self.log.push(InputEvent {
-                    at: now,
-                    bytes: e.bytes,
-                });
+                if self.recording {
+                    self.log.push(InputEvent {
+                        at: now,
+                        bytes: e.bytes,
+                    });
+                }
             }
         }
         let mut n = 0;
@@ -288,6 +292,7 @@ mod tests {
             }],
             end: None,
         });
+        f.recording = true;
         assert_eq!(f.feed(9, &mut u), 0, "not arrived yet");
         assert_eq!(f.next_arrival(), Some(10));
         assert_eq!(f.feed(10, &mut u), 16, "FIFO full");
@@ -337,7 +342,10 @@ mod tests {
 
     #[test]
     fn offers_keep_time_order() {
-        let mut f = InputFeeder::default();
+        let mut f = InputFeeder {
+            recording: true,
+            ..InputFeeder::default()
+        };
         f.offer(5, b"b".to_vec());
         f.offer(1, b"a".to_vec());
         f.offer(5, b"c".to_vec());

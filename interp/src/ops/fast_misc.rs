@@ -322,44 +322,8 @@ fn indirect<const CALL: bool, const MEM: bool>(x: &mut Ctx, ins: &Instruction) -
 // ----- CMOVcc, SETcc -----
 
 fn cmov_setcc_lookup(ins: &Instruction) -> Option<Handler> {
-    let cmov = matches!(
-        ins.mnemonic(),
-        Mnemonic::Cmovo
-            | Mnemonic::Cmovno
-            | Mnemonic::Cmovb
-            | Mnemonic::Cmovae
-            | Mnemonic::Cmove
-            | Mnemonic::Cmovne
-            | Mnemonic::Cmovbe
-            | Mnemonic::Cmova
-            | Mnemonic::Cmovs
-            | Mnemonic::Cmovns
-            | Mnemonic::Cmovp
-            | Mnemonic::Cmovnp
-            | Mnemonic::Cmovl
-            | Mnemonic::Cmovge
-            | Mnemonic::Cmovle
-            | Mnemonic::Cmovg
-    );
-    let setcc = matches!(
-        ins.mnemonic(),
-        Mnemonic::Seto
-            | Mnemonic::Setno
-            | Mnemonic::Setb
-            | Mnemonic::Setae
-            | Mnemonic::Sete
-            | Mnemonic::Setne
-            | Mnemonic::Setbe
-            | Mnemonic::Seta
-            | Mnemonic::Sets
-            | Mnemonic::Setns
-            | Mnemonic::Setp
-            | Mnemonic::Setnp
-            | Mnemonic::Setl
-            | Mnemonic::Setge
-            | Mnemonic::Setle
-            | Mnemonic::Setg
-    );
+    let cmov = crate::ops::mov::is_cmovcc(ins.mnemonic());
+    let setcc = crate::ops::mov::is_setcc(ins.mnemonic());
     if cmov {
         match (shape(ins, 0), shape(ins, 1)) {
             (Shape::Reg(4), Shape::Reg(4)) => cond_lookup!(ins, cmov_h, [4, false]),

@@ -13,6 +13,52 @@ use crate::state::reg;
 use crate::Ctx;
 use iced_x86::{Code, Instruction, Mnemonic, OpKind};
 
+/// CMOVcc (any condition).
+pub fn is_cmovcc(m: Mnemonic) -> bool {
+    matches!(
+        m,
+        Mnemonic::Cmovo
+            | Mnemonic::Cmovno
+            | Mnemonic::Cmovb
+            | Mnemonic::Cmovae
+            | Mnemonic::Cmove
+            | Mnemonic::Cmovne
+            | Mnemonic::Cmovbe
+            | Mnemonic::Cmova
+            | Mnemonic::Cmovs
+            | Mnemonic::Cmovns
+            | Mnemonic::Cmovp
+            | Mnemonic::Cmovnp
+            | Mnemonic::Cmovl
+            | Mnemonic::Cmovge
+            | Mnemonic::Cmovle
+            | Mnemonic::Cmovg
+    )
+}
+
+/// SETcc (any condition).
+pub fn is_setcc(m: Mnemonic) -> bool {
+    matches!(
+        m,
+        Mnemonic::Seto
+            | Mnemonic::Setno
+            | Mnemonic::Setb
+            | Mnemonic::Setae
+            | Mnemonic::Sete
+            | Mnemonic::Setne
+            | Mnemonic::Setbe
+            | Mnemonic::Seta
+            | Mnemonic::Sets
+            | Mnemonic::Setns
+            | Mnemonic::Setp
+            | Mnemonic::Setnp
+            | Mnemonic::Setl
+            | Mnemonic::Setge
+            | Mnemonic::Setle
+            | Mnemonic::Setg
+    )
+}
+
 /// Handlers of this family.
 pub fn lookup(ins: &Instruction) -> Option<Handler> {
     Some(match ins.mnemonic() {
@@ -20,38 +66,8 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Mnemonic::Movzx => movzx,
         Mnemonic::Xlatb => xlat,
         Mnemonic::Movsx | Mnemonic::Movsxd => movsx,
-        Mnemonic::Cmovo
-        | Mnemonic::Cmovno
-        | Mnemonic::Cmovb
-        | Mnemonic::Cmovae
-        | Mnemonic::Cmove
-        | Mnemonic::Cmovne
-        | Mnemonic::Cmovbe
-        | Mnemonic::Cmova
-        | Mnemonic::Cmovs
-        | Mnemonic::Cmovns
-        | Mnemonic::Cmovp
-        | Mnemonic::Cmovnp
-        | Mnemonic::Cmovl
-        | Mnemonic::Cmovge
-        | Mnemonic::Cmovle
-        | Mnemonic::Cmovg => cmovcc,
-        Mnemonic::Seto
-        | Mnemonic::Setno
-        | Mnemonic::Setb
-        | Mnemonic::Setae
-        | Mnemonic::Sete
-        | Mnemonic::Setne
-        | Mnemonic::Setbe
-        | Mnemonic::Seta
-        | Mnemonic::Sets
-        | Mnemonic::Setns
-        | Mnemonic::Setp
-        | Mnemonic::Setnp
-        | Mnemonic::Setl
-        | Mnemonic::Setge
-        | Mnemonic::Setle
-        | Mnemonic::Setg => setcc,
+        m if is_cmovcc(m) => cmovcc,
+        m if is_setcc(m) => setcc,
         Mnemonic::Bswap => bswap,
         Mnemonic::Movbe => movbe,
         Mnemonic::Lea => lea,

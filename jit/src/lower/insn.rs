@@ -16,6 +16,7 @@ use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::mmu::is_canonical;
 use lockstep_interp::operand::{gpr_ref, mask, op_size};
+use lockstep_interp::ops::mov::{is_cmovcc, is_setcc};
 use lockstep_interp::state::flags::{CF, OF, STATUS};
 use lockstep_interp::state::reg;
 
@@ -198,43 +199,13 @@ fn classify(ins: &Instruction) -> Option<Kind> {
             }
             Kind::Imul
         }
-        Mnemonic::Seto
-        | Mnemonic::Setno
-        | Mnemonic::Setb
-        | Mnemonic::Setae
-        | Mnemonic::Sete
-        | Mnemonic::Setne
-        | Mnemonic::Setbe
-        | Mnemonic::Seta
-        | Mnemonic::Sets
-        | Mnemonic::Setns
-        | Mnemonic::Setp
-        | Mnemonic::Setnp
-        | Mnemonic::Setl
-        | Mnemonic::Setge
-        | Mnemonic::Setle
-        | Mnemonic::Setg => {
+        m if is_setcc(m) => {
             if !(reg_op(ins, 0) || mem_op(ins, 0)) {
                 return None;
             }
             Kind::Setcc
         }
-        Mnemonic::Cmovo
-        | Mnemonic::Cmovno
-        | Mnemonic::Cmovb
-        | Mnemonic::Cmovae
-        | Mnemonic::Cmove
-        | Mnemonic::Cmovne
-        | Mnemonic::Cmovbe
-        | Mnemonic::Cmova
-        | Mnemonic::Cmovs
-        | Mnemonic::Cmovns
-        | Mnemonic::Cmovp
-        | Mnemonic::Cmovnp
-        | Mnemonic::Cmovl
-        | Mnemonic::Cmovge
-        | Mnemonic::Cmovle
-        | Mnemonic::Cmovg => {
+        m if is_cmovcc(m) => {
             if !(reg_op(ins, 0) && (reg_op(ins, 1) || mem_op(ins, 1))) {
                 return None;
             }

@@ -32,6 +32,8 @@ const MAX_NATIVE_RMW: usize = 8;
 
 /// Index of the RFLAGS variable (after the 16 GPRs).
 const RFLAGS: usize = 16;
+/// Mask of the 16 GPR variables (see `Lower::store_regs`).
+const GPRS: u32 = 0xffff;
 
 /// Signatures and addresses of the helpers compiled code calls.
 #[derive(Clone, Copy)]
@@ -102,6 +104,9 @@ pub struct Lower<'a> {
     ret_stale: bool,
     /// Emitting a cold exit: flags are folded by a helper call instead of inline code.
     pub cold: bool,
+    /// The SSE-enabled check (CR0.EM/TS clear, CR4.OSFXSR set) computed earlier on this
+    /// block's main path; CR0/CR4 change only through the trampoline, which clears it.
+    sse_ok: Option<Value>,
     /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
     mem_base: Option<(Value, Value, Value)>,
     sigs: HelperSigs,
@@ -161,7 +166,7 @@ pub fn helper_signatures(call_conv: CallConv) -> [Signature; 5] {
 }
 
 /// Guest memory: never traps (RAM is mapped), may be unaligned.
-fn guest_mem() -> MemFlagsData {
+pub(super) fn guest_mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
@@ -234,23 +239,13 @@ pub fn lower_region(
     b.def_var(ret_var, r0);
     let sigs = sig_for(&mut b);
     // A region: several blocks, or one block that branches back to its own start.
-    let entry_rip = blocks[0].insns.first().map_or(u64::MAX, |d| d.ins.ip());
-    let self_loop = blocks[0].insns.last().is_some_and(|d| {
-        (d.ins.is_jcc_short_or_near() || d.ins.is_jmp_short_or_near())
-            && d.ins.near_branch_target() == entry_rip
-    });
-    let region = blocks.len() > 1 || self_loop;
+    let region = blocks.len() > 1 || crate::region::loops_to_itself(blocks[0]);
     let regs_used = if region { registers_used(blocks) } else { 0 };
-    let ret_sites: Vec<u64> = blocks
-        .iter()
-        .filter_map(|blk| blk.insns.last())
-        .filter(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
-        .map(|d| d.ins.next_ip())
-        .collect();
+    let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let members = blocks
         .iter()
         .map(|blk| {
-            let rip = blk.insns.first().map_or(0, |d| d.ins.ip());
+            let rip = crate::region::start(blk);
             Member {
                 rip,
                 len: blk.insns.len() as u64,
@@ -273,6 +268,7 @@ pub fn lower_region(
         k: 0,
         ret_stale: false,
         cold: false,
+        sse_ok: None,
         mem_base: None,
         sigs,
         chain_table,
@@ -293,7 +289,8 @@ pub fn lower_region(
             l.b.ins()
                 .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
         l.region_end = Some(ce);
-        l.mem_base_now();
+        // The TLB and RAM pointers must dominate every block: load them here.
+        l.mem_base();
         for i in 0..17 {
             if regs_used & (1 << i) != 0 {
                 l.gpr(i);
@@ -391,6 +388,7 @@ impl Lower<'_> {
     /// Lower the instructions of one guest block at the current position, with its exits.
     fn lower_insns(&mut self, block: &Block, native: bool) {
         let l = self;
+        l.sse_ok = None;
         let n = block.insns.len();
         let mut ended = false;
         // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path
@@ -530,33 +528,29 @@ impl Lower<'_> {
         if !lazy && !self.pending.is_empty() {
             self.dirty |= 1 << RFLAGS;
         }
-        for i in 0..17 {
-            if self.dirty & (1 << i) != 0 {
-                let v = self.b.use_var(self.vars[i]);
-                let off = if i == RFLAGS { OFF_RFLAGS } else { gpr_off(i) };
-                self.b.ins().store(host_mem(), v, self.state, off);
-            }
-        }
+        self.store_regs(self.dirty);
         self.b.def_var(self.ret_var, r);
         let target = self.member_block(t);
         self.b.ins().jump(target, &[]);
         (self.loaded, self.dirty, self.pending) = saved;
     }
 
-    /// Store the dirty general-purpose registers (main path); they stay in their variables.
-    fn flush_regs(&mut self) {
-        for i in 0..16 {
-            if self.dirty & (1 << i) != 0 {
+    /// Store the cached registers in `mask` (bit i: GPR i, bit 16: RFLAGS variable) to
+    /// `CpuState`; the compile-time state is left alone.
+    fn store_regs(&mut self, mask: u32) {
+        for i in 0..17 {
+            if mask & (1 << i) != 0 {
                 let v = self.b.use_var(self.vars[i]);
-                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
+                let off = if i == RFLAGS { OFF_RFLAGS } else { gpr_off(i) };
+                self.b.ins().store(host_mem(), v, self.state, off);
             }
         }
-        self.dirty &= 1 << RFLAGS;
     }
 
-    /// Load the TLB and RAM pointers now (region entry: the values must dominate every block).
-    fn mem_base_now(&mut self) {
-        let _ = self.mem_base();
+    /// Store the dirty general-purpose registers (main path); they stay in their variables.
+    fn flush_regs(&mut self) {
+        self.store_regs(self.dirty & GPRS);
+        self.dirty &= 1 << RFLAGS;
     }
 
     // ----- registers -----
@@ -590,12 +584,7 @@ impl Lower<'_> {
     fn emit_exit_code(&mut self, rip: Option<Rip>, code: Value) {
         // Exits are cold: fold the flags through the helper (small code) rather than inline.
         self.cold = true;
-        for i in 0..16 {
-            if self.dirty & (1 << i) != 0 {
-                let v = self.b.use_var(self.vars[i]);
-                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
-            }
-        }
+        self.store_regs(self.dirty & GPRS);
         if let Some(f) = self.flags_value() {
             self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
         }
@@ -609,11 +598,7 @@ impl Lower<'_> {
             }
             None => {}
         }
-        if self.k != 0 || self.ret_stale {
-            let r = self.b.use_var(self.ret_var);
-            let r = self.b.ins().iadd_imm_s(r, self.k);
-            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
-        }
+        let _ = self.store_retired();
         self.b.ins().return_(&[code]);
         self.cold = false;
     }
@@ -688,12 +673,7 @@ impl Lower<'_> {
             }
             Rip::Dyn(_) => {}
         }
-        for i in 0..16 {
-            if self.dirty & (1 << i) != 0 {
-                let v = self.b.use_var(self.vars[i]);
-                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
-            }
-        }
+        self.store_regs(self.dirty & GPRS);
         if let Some(f) = self.flags_value() {
             self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
         }
@@ -702,13 +682,9 @@ impl Lower<'_> {
             Rip::Dyn(v) => v,
         };
         self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
-        let r = self.b.use_var(self.ret_var);
-        let r = if self.k != 0 || self.ret_stale {
-            let r = self.b.ins().iadd_imm_s(r, self.k);
-            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
-            r
-        } else {
-            r
+        let r = match self.store_retired() {
+            Some(r) => r,
+            None => self.b.use_var(self.ret_var),
         };
         // The entry for the target.
         let e = match rip {
@@ -831,18 +807,9 @@ impl Lower<'_> {
     /// those registers go through memory; the others stay in their variables, dirty or not,
     /// and the flags stay pending (an exit after the call stores and folds them as usual).
     fn call_handler_lean(&mut self, d: &DecodedInsn, regs: u32) {
-        for i in 0..16 {
-            if regs & (1 << i) != 0 && self.dirty & (1 << i) != 0 {
-                let v = self.b.use_var(self.vars[i]);
-                self.b.ins().store(host_mem(), v, self.state, gpr_off(i));
-            }
-        }
+        self.store_regs(regs & self.dirty);
         self.dirty &= !regs;
-        if self.k != 0 || self.ret_stale {
-            let r = self.b.use_var(self.ret_var);
-            let r = self.b.ins().iadd_imm_s(r, self.k);
-            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
-        }
+        let _ = self.store_retired();
         // It may have written any of `regs`: read them from memory when next needed. RIP and
         // `retired` are in memory; an exit stores the other dirty registers and the flags
         // (the instruction changed neither) and returns the status.
@@ -854,14 +821,9 @@ impl Lower<'_> {
     /// `retired`, and leave the block with the helper's status when it is not NEXT. Returns
     /// the reloaded `retired`.
     fn exec_call(&mut self, d: &DecodedInsn) -> Value {
-        let insn = self.iconst(d as *const DecodedInsn as u64);
-        let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
-        let frame = self.frame;
-        let call = self
-            .b
-            .ins()
-            .call_indirect(self.sigs.exec, f, &[frame, insn]);
-        let status = self.b.inst_results(call)[0];
+        let status = self.call_exec_insn(d);
+        // The handler may have changed CR0/CR4 (CLTS, MOV CR): check SSE state again.
+        self.sse_ok = None;
         self.k = 0;
         self.ret_stale = false;
         let r = self
@@ -875,6 +837,18 @@ impl Lower<'_> {
         r
     }
 
+    /// The call of the instruction trampoline `exec_insn(frame, d)`; returns its status.
+    fn call_exec_insn(&mut self, d: &DecodedInsn) -> Value {
+        let insn = self.iconst(d as *const DecodedInsn as u64);
+        let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
+        let frame = self.frame;
+        let call = self
+            .b
+            .ins()
+            .call_indirect(self.sigs.exec, f, &[frame, insn]);
+        self.b.inst_results(call)[0]
+    }
+
     /// On a slow memory path (which may reach a device): make `cpu.retired` in memory exact
     /// for this instruction, as the interpreter keeps it, so devices see the same virtual
     /// time in both engines. The compile-time state (`ret_var`, `k`) is left alone: exits
@@ -885,21 +859,25 @@ impl Lower<'_> {
         self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
     }
 
+    /// Make `cpu.retired` in memory `ret_var + k` when it may differ (some instruction
+    /// retired since the last store, or a region block entered with it stale); the stored
+    /// value, `None` when memory was already right.
+    fn store_retired(&mut self) -> Option<Value> {
+        if self.k == 0 && !self.ret_stale {
+            return None;
+        }
+        let r = self.b.use_var(self.ret_var);
+        let r = self.b.ins().iadd_imm_s(r, self.k);
+        self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+        Some(r)
+    }
+
     /// Store every dirty register, the flags and `retired` (before a trampoline call).
     fn write_back(&mut self) {
         self.sync_flags();
-        for i in 0..17 {
-            if self.dirty & (1 << i) != 0 {
-                let v = self.b.use_var(self.vars[i]);
-                let off = if i == RFLAGS { OFF_RFLAGS } else { gpr_off(i) };
-                self.b.ins().store(host_mem(), v, self.state, off);
-            }
-        }
+        self.store_regs(self.dirty);
         self.dirty = 0;
-        if self.k != 0 || self.ret_stale {
-            let r = self.b.use_var(self.ret_var);
-            let r = self.b.ins().iadd_imm_s(r, self.k);
-            self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+        if let Some(r) = self.store_retired() {
             self.b.def_var(self.ret_var, r);
             self.k = 0;
             self.ret_stale = false;

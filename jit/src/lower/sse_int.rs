@@ -11,7 +11,7 @@
 //! misaligned access — runs the whole instruction through the interpreter's handler in a cold
 //! path, so every fault and corner case is the interpreter's.
 
-use super::{host_mem, Lower};
+use super::{guest_mem, host_mem, Lower};
 use crate::frame::ret;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, MemFlagsData, Value};
 use iced_x86::{Code, Instruction, OpKind, Register};
@@ -91,9 +91,14 @@ fn classify(ins: &Instruction) -> Option<Op> {
     })
 }
 
+/// What `ins` does, if it is one of the instructions lowered here.
+fn covered(ins: &Instruction) -> Option<Op> {
+    classify(ins).filter(|_| (0..ins.op_count()).all(|n| operand_ok(ins, n)))
+}
+
 /// Is `ins` one of the instructions lowered here?
 pub fn covers(ins: &Instruction) -> bool {
-    classify(ins).is_some() && (0..ins.op_count()).all(|n| operand_ok(ins, n))
+    covered(ins).is_some()
 }
 
 fn operand_ok(ins: &Instruction, n: u32) -> bool {
@@ -111,25 +116,42 @@ fn xmm_off(r: Register) -> i32 {
     (core::mem::offset_of!(CpuState, ymm) + 32 * i) as i32
 }
 
-/// `CpuState` is not 16-byte aligned for vector accesses: unaligned, never trapping.
-fn vec_mem() -> MemFlagsData {
-    MemFlagsData::new().with_notrap()
-}
-
 /// Little-endian lane order for vector bitcasts.
 fn lanes_le() -> MemFlagsData {
     MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little)
 }
 
-/// Guest memory (may be unaligned, never traps: RAM is mapped).
-fn guest_mem() -> MemFlagsData {
-    MemFlagsData::new().with_notrap()
-}
-
 impl Lower<'_> {
+    /// The checks every SSE instruction makes (`check_sse`): CR0.EM and CR0.TS clear,
+    /// CR4.OSFXSR set — computed once per block (until a trampoline call, which may change
+    /// CR0/CR4).
+    fn sse_enabled(&mut self) -> Value {
+        if let Some(v) = self.sse_ok {
+            return v;
+        }
+        let st = self.state;
+        let cr0 = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), st, crate::frame::OFF_CR0);
+        let cr4 = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), st, crate::frame::OFF_CR4);
+        let em_ts = (ctl::CR0_EM | ctl::CR0_TS) as i64;
+        let bad0 = self.b.ins().band_imm_s(cr0, em_ts);
+        let ok0 = self.b.ins().icmp_imm_s(IntCC::Equal, bad0, 0);
+        let fx = self.b.ins().band_imm_s(cr4, ctl::CR4_OSFXSR as i64);
+        let ok4 = self.b.ins().icmp_imm_s(IntCC::NotEqual, fx, 0);
+        let ok = self.b.ins().band(ok0, ok4);
+        self.sse_ok = Some(ok);
+        ok
+    }
+
     fn xmm(&mut self, r: Register) -> Value {
         let st = self.state;
-        self.b.ins().load(types::I8X16, vec_mem(), st, xmm_off(r))
+        // (`CpuState` gives vectors no 16-byte alignment: the guest-memory flags fit.)
+        self.b.ins().load(types::I8X16, guest_mem(), st, xmm_off(r))
     }
 
     fn set_xmm(&mut self, r: Register, v: Value) {
@@ -139,33 +161,16 @@ impl Lower<'_> {
         } else {
             self.b.ins().bitcast(types::I8X16, lanes_le(), v)
         };
-        self.b.ins().store(vec_mem(), v, st, xmm_off(r));
+        self.b.ins().store(guest_mem(), v, st, xmm_off(r));
     }
 }
 
 /// Lower `d` if it is covered: `Some(Continue)`.
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let ins = &d.ins;
-    if !covers(ins) {
-        return None;
-    }
-    let op = classify(ins)?;
+    let op = covered(ins)?;
     let mem_n = (0..ins.op_count()).find(|&n| ins.op_kind(n) == OpKind::Memory);
-    // The checks every SSE instruction makes (`check_sse`).
-    let st = l.state;
-    let cr0 =
-        l.b.ins()
-            .load(types::I64, host_mem(), st, crate::frame::OFF_CR0);
-    let cr4 =
-        l.b.ins()
-            .load(types::I64, host_mem(), st, crate::frame::OFF_CR4);
-    let bad0 =
-        l.b.ins()
-            .band_imm_s(cr0, (ctl::CR0_EM | ctl::CR0_TS) as i64);
-    let ok0 = l.b.ins().icmp_imm_s(IntCC::Equal, bad0, 0);
-    let fx = l.b.ins().band_imm_s(cr4, ctl::CR4_OSFXSR as i64);
-    let ok4 = l.b.ins().icmp_imm_s(IntCC::NotEqual, fx, 0);
-    let mut ok = l.b.ins().band(ok0, ok4);
+    let mut ok = l.sse_enabled();
     // The memory operand's host address (valid on the fast path only).
     let mut host = None;
     if let Some(_n) = mem_n {
@@ -311,12 +316,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     // Slow path: the interpreter's handler does it all (faults included).
     l.b.switch_to_block(slow);
     l.sync_retired_for_device();
-    let insn = l.iconst(d as *const DecodedInsn as u64);
-    let f = l.iconst(crate::helpers::exec_insn as *const () as u64);
-    let frame = l.frame;
-    let sig = l.sigs.exec;
-    let call = l.b.ins().call_indirect(sig, f, &[frame, insn]);
-    let status = l.b.inst_results(call)[0];
+    let status = l.call_exec_insn(d);
     let c =
         l.b.ins()
             .icmp_imm_s(IntCC::NotEqual, status, ret::NEXT as i64);

@@ -1,0 +1,91 @@
+//! The shape of a region (see docs/jit.md "Regions"): a block's static successors, the
+//! return sites among a set of blocks, and which of them form loops through the entry.
+
+use lockstep_interp::decode::Block;
+use std::sync::Arc;
+
+/// Guest RIP of a block's first instruction.
+pub fn start(b: &Block) -> u64 {
+    b.insns.first().map_or(u64::MAX, |d| d.ins.ip())
+}
+
+/// Static successors of a block: the targets of its last instruction when that is a direct
+/// branch or call, and the next instruction when execution can fall through to it.
+pub fn successors(b: &Block) -> Vec<u64> {
+    use iced_x86::FlowControl as F;
+    let Some(d) = b.insns.last() else {
+        return Vec::new();
+    };
+    let ins = &d.ins;
+    let direct = ins.is_jmp_short_or_near() || ins.is_jcc_short_or_near() || ins.is_call_near();
+    match ins.flow_control() {
+        F::ConditionalBranch if direct => vec![ins.near_branch_target(), ins.next_ip()],
+        // After a call: the callee, and the return site (a RET may come back to it).
+        F::Call if direct => vec![ins.near_branch_target(), ins.next_ip()],
+        F::IndirectCall => vec![ins.next_ip()],
+        F::UnconditionalBranch if direct => vec![ins.near_branch_target()],
+        F::Next => vec![ins.next_ip()],
+        _ => Vec::new(),
+    }
+}
+
+/// The return sites of `blocks`: the instruction after each block-ending near CALL.
+pub fn return_sites<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> Vec<u64> {
+    blocks
+        .into_iter()
+        .filter_map(|b| b.insns.last())
+        .filter(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
+        .map(|d| d.ins.next_ip())
+        .collect()
+}
+
+/// Does the block branch (or call) back to its own start?
+pub fn loops_to_itself(b: &Block) -> bool {
+    successors(b).contains(&start(b))
+}
+
+/// The blocks of `blocks` (entry first) from which the entry can be reached again through
+/// the others — the loops through the entry, where keeping registers in SSA values across
+/// iterations pays for the larger compile; just the entry when there is no such loop.
+pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
+    let succ: Vec<Vec<u64>> = blocks
+        .iter()
+        .map(|b| {
+            let mut s = successors(b);
+            // A direct call's return site counts only through the callee's own return,
+            // which is not followed here: recursion alone does not make a loop worth a region.
+            if let Some(d) = b.insns.last().filter(|d| d.ins.is_call_near()) {
+                s.retain(|&t| t != d.ins.next_ip());
+            }
+            s
+        })
+        .collect();
+    let entry = start(&blocks[0]);
+    let mut reach = vec![false; blocks.len()];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..blocks.len() {
+            if reach[i] {
+                continue;
+            }
+            let hit = succ[i].iter().any(|&t| {
+                t == entry || (0..blocks.len()).any(|j| reach[j] && start(&blocks[j]) == t)
+            });
+            if hit {
+                reach[i] = true;
+                changed = true;
+            }
+        }
+    }
+    if !reach[0] {
+        return blocks.into_iter().take(1).collect();
+    }
+    blocks
+        .into_iter()
+        .zip(reach)
+        .enumerate()
+        .filter(|(i, (_, r))| *i == 0 || *r)
+        .map(|(_, (b, _))| b)
+        .collect()
+}
