@@ -56,6 +56,11 @@ impl Block {
             .iter()
             .all(|&(p, v)| ram.is_code_page(p) && ram.code_version(p) == v)
     }
+
+    /// The physical page numbers the block's bytes came from (one or two).
+    pub fn pages(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pages[..self.npages].iter().map(|&(p, _)| p)
+    }
 }
 
 /// Cache key: the block's physical address, its linear RIP (decoded RIP-relative operands and

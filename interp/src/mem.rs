@@ -130,6 +130,20 @@ impl GuestRam {
         self.code[page as usize] & !CODE_MARK
     }
 
+    /// The raw code word of a page: its version with the mark bit ([`GuestRam::code_table`]).
+    /// A block of the page is valid while this word equals the one seen when it was checked.
+    #[inline]
+    pub fn code_word(&self, page: u64) -> u32 {
+        self.code[page as usize]
+    }
+
+    /// For lockstep-jit's chained jumps: the code words of all pages, one `u32` per page,
+    /// indexed by physical page number. The table is allocated once with the RAM and never
+    /// resized, so the pointer stays valid while the `GuestRam` lives.
+    pub fn code_table(&self) -> *const u32 {
+        self.code.as_ptr()
+    }
+
     /// Does the page currently hold decoded code?
     #[inline]
     pub fn is_code_page(&self, page: u64) -> bool {

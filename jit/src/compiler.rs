@@ -7,13 +7,14 @@
 
 use crate::frame::Frame;
 use crate::lower::{self, HelperSigs, LowerStats};
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
-use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 use lockstep_interp::decode::Block;
 use lockstep_interp::CpuState;
 
@@ -46,9 +47,20 @@ pub struct Compiler {
     /// Functions defined in the current module.
     pub in_module: usize,
     opt_level: &'static str,
+    /// The ISA that compiles regions with a loop, when their optimisation level differs
+    /// from the module's (see [`Compiler::with_opt_levels`]).
+    loop_isa: Option<OwnedTargetIsa>,
 }
 
 fn make_module(opt_level: &str) -> JITModule {
+    JITModule::new(JITBuilder::with_isa(
+        make_isa(opt_level),
+        default_libcall_names(),
+    ))
+}
+
+/// The host ISA with our flags and Cranelift's `opt_level`.
+fn make_isa(opt_level: &str) -> OwnedTargetIsa {
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
@@ -68,11 +80,10 @@ fn make_module(opt_level: &str) -> JITModule {
     if let Ok(ra) = std::env::var("LOCKSTEP_JIT_RA") {
         set(&mut flags, "regalloc_algorithm", &ra);
     }
-    let isa = cranelift_native::builder()
+    cranelift_native::builder()
         .unwrap_or_else(|e| panic!("host not supported by Cranelift: {e}"))
         .finish(settings::Flags::new(flags))
-        .unwrap_or_else(|e| panic!("Cranelift ISA: {e}"));
-    JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()))
+        .unwrap_or_else(|e| panic!("Cranelift ISA: {e}"))
 }
 
 /// Define and finalise `enter` in `module`.
@@ -116,6 +127,18 @@ impl Compiler {
     /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size"); compiled
     /// blocks chain through the table at `chain_table` (it must outlive the compiler).
     pub fn with_opt_level(opt_level: &'static str, chain_table: u64) -> Self {
+        Self::with_opt_levels(opt_level, opt_level, chain_table)
+    }
+
+    /// Like [`Compiler::with_opt_level`], with a separate level for regions that contain a
+    /// loop: optimisation pays off where code runs many times in a row, and costs compile
+    /// time everywhere else (docs/jit.md, "Optimisation levels").
+    pub fn with_opt_levels(
+        opt_level: &'static str,
+        loop_opt_level: &'static str,
+        chain_table: u64,
+    ) -> Self {
+        let loop_isa = (loop_opt_level != opt_level).then(|| make_isa(loop_opt_level));
         let mut module = make_module(opt_level);
         let cc = module.isa().default_call_conv();
         let mut ctx = module.make_context();
@@ -132,6 +155,7 @@ impl Compiler {
             next: 0,
             in_module: 0,
             opt_level,
+            loop_isa,
         }
     }
 
@@ -146,11 +170,13 @@ impl Compiler {
 
     /// Lift and define the region `blocks` (entry first; not yet callable: see
     /// [`Compiler::finalize`]). `native: false` sends every instruction through the trampoline.
+    /// `looped`: the region contains a loop (compiled at the loop optimisation level).
     pub fn compile(
         &mut self,
         blocks: &[&Block],
         keep_ir: bool,
         native: bool,
+        looped: bool,
     ) -> Result<Compiled, String> {
         let name = format!("blk{}", self.next);
         self.next += 1;
@@ -187,9 +213,35 @@ impl Compiler {
             }
         }
         let module = self.module.as_mut().expect("module present");
-        module
-            .define_function(id, &mut self.ctx)
-            .map_err(|e| format!("{e:?}"))?;
+        match &self.loop_isa {
+            Some(isa) if looped => {
+                // Compile with the loop ISA, then hand the machine code to the module.
+                let (align, relocs_raw, bytes) = {
+                    let code = self
+                        .ctx
+                        .compile(&**isa, &mut ControlPlane::default())
+                        .map_err(|e| format!("{:?}", e.inner))?;
+                    let align = (code.buffer.alignment as u64)
+                        .max(isa.function_alignment().minimum as u64)
+                        .max(isa.symbol_alignment());
+                    (
+                        align,
+                        code.buffer.relocs().to_vec(),
+                        code.code_buffer().to_vec(),
+                    )
+                };
+                let relocs: Vec<ModuleReloc> = relocs_raw
+                    .iter()
+                    .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, id))
+                    .collect();
+                module
+                    .define_function_bytes(id, align, &bytes, &relocs)
+                    .map_err(|e| format!("{e:?}"))?;
+            }
+            _ => module
+                .define_function(id, &mut self.ctx)
+                .map_err(|e| format!("{e:?}"))?,
+        }
         let code_bytes = self
             .ctx
             .compiled_code()

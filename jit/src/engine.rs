@@ -2,7 +2,7 @@
 //! translation cache (keyed like the interpreter's block cache, invalidated through the
 //! pages' code versions, bounded) and statistics.
 
-use crate::chain::{ChainEntry, ChainTable};
+use crate::chain::{self, ChainEntry, ChainTable};
 use crate::compiler::{BlockFn, Compiler};
 use crate::frame::{ret, Frame};
 use crate::step::interp_block;
@@ -32,9 +32,11 @@ pub struct JitConfig {
     pub keep_ir: bool,
     /// Lower the core subset natively; `false` sends every instruction through the trampoline.
     pub native: bool,
-    /// Cranelift optimisation level: "none", "speed" or "speed_and_size". Host-side tuning
-    /// only (the emitted code's guest-visible behaviour is the same).
+    /// Cranelift optimisation level: "none", "speed" or "speed_and_size", for regions
+    /// without a loop, and for regions with one. Host-side tuning only (the emitted code's
+    /// guest-visible behaviour is the same).
     pub opt_level: &'static str,
+    pub loop_opt_level: &'static str,
     /// Let compiled blocks jump to their compiled successors directly (`crate::chain`);
     /// `false` returns to the dispatcher after every block (same results, for comparison).
     pub chain: bool,
@@ -59,7 +61,10 @@ impl Default for JitConfig {
             batch: 16,
             keep_ir: false,
             native: true,
+            // Measured (docs/jit.md, "Optimisation levels"): "speed" costs compile time that
+            // only loops earn back.
             opt_level: "none",
+            loop_opt_level: "speed",
             chain: true,
             region_blocks: 8,
             region_insns: 512,
@@ -169,7 +174,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={}",
+            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={} dispatches={} interp-runs={}",
             self.compiled,
             self.region_blocks,
             self.region_edges,
@@ -180,7 +185,9 @@ impl JitStats {
             100.0 * self.front_hits as f64 / self.lookups.max(1) as f64,
             100.0 * self.chain_rate(),
             self.flushes,
-            self.compile_errors
+            self.compile_errors,
+            self.lookups,
+            self.interp_runs
         )
     }
 }
@@ -255,16 +262,20 @@ pub struct Dispatched {
 
 impl Jit {
     /// A JIT with `config`. The environment variables `LOCKSTEP_JIT_OPT` (none, speed,
-    /// speed_and_size) and `LOCKSTEP_JIT_REGION` (most blocks per region; 1: single blocks)
-    /// override `config.opt_level` and `config.region_blocks` (host-side tuning for
+    /// speed_and_size: one level for all regions; `<level>,<level>`: without and with a loop)
+    /// and `LOCKSTEP_JIT_REGION` (most blocks per region; 1: single blocks) override
+    /// `config.opt_level`/`loop_opt_level` and `config.region_blocks` (host-side tuning for
     /// measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
-        if let Some(o) = std::env::var_os("LOCKSTEP_JIT_OPT") {
-            config.opt_level = match o.to_str() {
-                Some("none") => "none",
-                Some("speed_and_size") => "speed_and_size",
+        if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
+            let level = |s: &str| match s {
+                "none" => "none",
+                "speed_and_size" => "speed_and_size",
                 _ => "speed",
             };
+            let (plain, looped) = o.split_once(',').unwrap_or((&o, &o));
+            config.opt_level = level(plain);
+            config.loop_opt_level = level(looped);
         }
         if let Some(n) = std::env::var("LOCKSTEP_JIT_REGION")
             .ok()
@@ -272,7 +283,7 @@ impl Jit {
         {
             config.region_blocks = n.max(1);
         }
-        let opt_level = config.opt_level;
+        let (opt_level, loop_opt_level) = (config.opt_level, config.loop_opt_level);
         let chain = ChainTable::default();
         Jit {
             config,
@@ -280,7 +291,7 @@ impl Jit {
             index: FixedMap::default(),
             front: vec![u32::MAX; FRONT_ENTRIES].into_boxed_slice(),
             page_compiles: FixedMap::default(),
-            compiler: Compiler::with_opt_level(opt_level, chain.addr()),
+            compiler: Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr()),
             chain,
             single_block: false,
             pending: Vec::new(),
@@ -433,14 +444,23 @@ impl Jit {
         if due {
             self.promote(&key, ctx.ram);
         }
-        let Some(e) = self.entry_mut(&key) else {
-            // A flush while promoting: run the block next time.
-            return Dispatched {
-                key: Some(key),
-                compiled: false,
-                stop: None,
-            };
+        // Promotion may have flushed the cache (or moved nothing): look the entry up again then.
+        let idx = if due {
+            match self.index.get(&key) {
+                Some(&i) => i as usize,
+                None => {
+                    // A flush while promoting: run the block next time.
+                    return Dispatched {
+                        key: Some(key),
+                        compiled: false,
+                        stop: None,
+                    };
+                }
+            }
+        } else {
+            idx
         };
+        let e = &self.entries[idx];
         let remaining = ctx.cpu.budget_end - ctx.cpu.retired;
         // A yield request left pending by a faulting instruction (as in the interpreter, it
         // stops the engine after the next retired instruction): interpret this block, whose
@@ -450,15 +470,23 @@ impl Jit {
             if remaining >= e.block.insns.len() as u64 && !pending_yield {
                 let mut frame = Frame::new(ctx);
                 let len = e.block.insns.len() as u64;
-                // The block was found valid at these epochs: other blocks may jump to it
-                // while they stay the same.
-                self.chain.set(ChainEntry {
-                    rip,
-                    func: f as u64,
-                    len,
-                    exec_epoch: frame.exec_epoch,
-                    code_epoch: frame.code_epoch,
-                });
+                // Other blocks may jump to it while its RIP translates to the same page and
+                // its code pages keep their code words (see `crate::chain`).
+                let mut pages = e.block.pages();
+                let first = pages.next().unwrap_or(key.phys >> 12);
+                let second = pages.next().unwrap_or(first);
+                let code0 = chain::code_ref(first, ctx.ram.code_word(first));
+                let code1 = chain::code_ref(second, ctx.ram.code_word(second));
+                if let (Some(code0), Some(code1), None) = (code0, code1, pages.next()) {
+                    self.chain.set(ChainEntry {
+                        rip,
+                        func: f as u64,
+                        len,
+                        phys: key.phys & !0xfff,
+                        code0,
+                        code1,
+                    });
+                }
                 if self.single_block || !self.config.chain {
                     frame.chain_end = 0;
                 }
@@ -598,10 +626,12 @@ impl Jit {
                 *n += 1;
                 let region = self.region_of(key, ram);
                 let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
+                // Every block of a multi-block region leads back to the entry (`region_of`).
+                let looped = blocks.len() > 1 || crate::region::loops_to_itself(blocks[0]);
                 let t0 = Instant::now();
                 let compiled =
                     self.compiler
-                        .compile(&blocks, self.config.keep_ir, self.config.native);
+                        .compile(&blocks, self.config.keep_ir, self.config.native, looped);
                 self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
                 let i = *self.index.get(key).expect("entry present") as usize;
                 let e = &mut self.entries[i];

@@ -38,12 +38,13 @@ pub struct Frame {
     /// Set to 1 by the memory helpers when the access set `Cpu::yield_requested` (MMIO):
     /// compiled code leaves the block right after the instruction.
     pub yield_req: u64,
-    /// Chaining (see `crate::chain`): current execute-TLB and code epochs (refreshed by every
-    /// helper, since helpers are the only code that can change them), the `retired` value no
-    /// chained block may go past (`budget_end`, or 0 to disable chaining, as `Verify` does),
-    /// and the number of chained jumps taken (statistics).
-    pub exec_epoch: u64,
-    pub code_epoch: u64,
+    /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
+    /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
+    /// words (`GuestRam::code_table`), the `retired` value no chained block may go past
+    /// (`budget_end`, or 0 to disable chaining, as `Verify` does), and the number of chained
+    /// jumps taken (statistics).
+    pub tlb_exec: *const u64,
+    pub code_table: *const u32,
     pub chain_end: u64,
     pub chains: u64,
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
@@ -61,8 +62,8 @@ impl Frame {
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
     pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
     pub const OFF_YIELD_REQ: i32 = offset_of!(Frame, yield_req) as i32;
-    pub const OFF_EXEC_EPOCH: i32 = offset_of!(Frame, exec_epoch) as i32;
-    pub const OFF_CODE_EPOCH: i32 = offset_of!(Frame, code_epoch) as i32;
+    pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
+    pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
@@ -80,8 +81,8 @@ impl Frame {
             budget_end: 0,
             mem_fault: 0,
             yield_req: 0,
-            exec_epoch: 0,
-            code_epoch: 0,
+            tlb_exec: core::ptr::null(),
+            code_table: core::ptr::null(),
             chain_end: 0,
             chains: 0,
             region_end: 0,
@@ -96,21 +97,21 @@ impl Frame {
     pub fn refresh(&mut self, ctx: &mut Ctx<'_>) {
         self.state = &raw mut ctx.cpu.state;
         self.retired = &raw mut ctx.cpu.retired;
-        self.tlb_read = ctx.cpu.tlb.raw_table(Access::Read);
-        self.tlb_write = ctx.cpu.tlb.raw_table(Access::Write);
         self.ram_base = ctx.ram.bytes_mut().as_mut_ptr();
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
         self.region_end = ctx.cpu.budget_end;
+        self.code_table = ctx.ram.code_table();
         self.ctx = (ctx as *mut Ctx<'_>).cast();
-        self.sync_epochs(ctx);
+        self.sync_tlb(ctx);
     }
 
-    /// Copy the current execute-TLB and code epochs (after anything that may change them).
+    /// Re-read the TLB tables (after anything that may have swapped the TLB's sets).
     #[inline]
-    pub fn sync_epochs(&mut self, ctx: &Ctx<'_>) {
-        self.exec_epoch = ctx.cpu.tlb.exec_epoch();
-        self.code_epoch = ctx.ram.code_epoch();
+    pub fn sync_tlb(&mut self, ctx: &Ctx<'_>) {
+        self.tlb_read = ctx.cpu.tlb.raw_table(Access::Read);
+        self.tlb_write = ctx.cpu.tlb.raw_table(Access::Write);
+        self.tlb_exec = ctx.cpu.tlb.raw_table(Access::Exec);
     }
 }
 

@@ -20,7 +20,7 @@ pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) 
     let (f, d) = unsafe { (&mut *frame, &*insn) };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     let s = step(ctx, d);
-    f.sync_epochs(ctx);
+    f.sync_tlb(ctx);
     match s {
         Step::Next => ret::NEXT,
         Step::Leave => ret::DISPATCH,
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
     } else {
         ctx.read(lin, info as u8)
     };
-    f.sync_epochs(ctx);
+    f.sync_tlb(ctx);
     match r {
         Ok(v) => {
             f.mem_fault = 0;
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn store(frame: *mut Frame, lin: u64, info: u64, val: u64)
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     ctx.ss_operand = info & INFO_SS != 0;
     let r = ctx.write(lin, info as u8, val);
-    f.sync_epochs(ctx);
+    f.sync_tlb(ctx);
     match r {
         Ok(()) => {
             if ctx.cpu.smc | ctx.cpu.yield_requested {

@@ -704,14 +704,43 @@ impl Lower<'_> {
             |l: &mut Self, base: Value, off: i32| l.b.ins().load(types::I64, host_mem(), base, off);
         let e_rip = ld(self, e, chain::OFF_RIP);
         let ok = self.b.ins().icmp(IntCC::Equal, e_rip, target);
-        let a = ld(self, e, chain::OFF_EXEC_EPOCH);
-        let b = ld(self, f, Frame::OFF_EXEC_EPOCH);
-        let c = self.b.ins().icmp(IntCC::Equal, a, b);
+        // The execute TLB still maps the target's page to the recorded physical page.
+        let tlb = ld(self, f, Frame::OFF_TLB_EXEC);
+        let slot_mask = (lockstep_interp::mmu::TLB_ENTRIES - 1) as i64;
+        let entry_bytes = lockstep_interp::mmu::TLB_ENTRY_BYTES as i64;
+        let (vpn, te) = match rip {
+            Rip::Const(t) => {
+                let vpn = self.iconst(t >> 12);
+                let off = ((t >> 12) as i64 & slot_mask) * entry_bytes;
+                (vpn, self.b.ins().iadd_imm_s(tlb, off))
+            }
+            Rip::Dyn(v) => {
+                let vpn = self.b.ins().ushr_imm_s(v, 12);
+                let idx = self.b.ins().band_imm_s(vpn, slot_mask);
+                let off = self.b.ins().imul_imm_s(idx, entry_bytes);
+                (vpn, self.b.ins().iadd(tlb, off))
+            }
+        };
+        let tag = ld(self, te, 0);
+        let c = self.b.ins().icmp(IntCC::Equal, tag, vpn);
         let ok = self.b.ins().band(ok, c);
-        let a = ld(self, e, chain::OFF_CODE_EPOCH);
-        let b = ld(self, f, Frame::OFF_CODE_EPOCH);
-        let c = self.b.ins().icmp(IntCC::Equal, a, b);
+        let phys = ld(self, te, 8);
+        let want = ld(self, e, chain::OFF_PHYS);
+        let c = self.b.ins().icmp(IntCC::Equal, phys, want);
         let ok = self.b.ins().band(ok, c);
+        // No write hit the block's code pages since the entry was made.
+        let table = ld(self, f, Frame::OFF_CODE_TABLE);
+        let mut ok = ok;
+        for off in [chain::OFF_CODE0, chain::OFF_CODE1] {
+            let r = ld(self, e, off);
+            let page = self.b.ins().band_imm_s(r, 0xffff_ffff);
+            let want = self.b.ins().ushr_imm_s(r, 32);
+            let at = self.b.ins().ishl_imm_s(page, 2);
+            let at = self.b.ins().iadd(table, at);
+            let word = self.b.ins().uload32(host_mem(), at, 0);
+            let c = self.b.ins().icmp(IntCC::Equal, word, want);
+            ok = self.b.ins().band(ok, c);
+        }
         let len = ld(self, e, chain::OFF_LEN);
         let end = self.b.ins().iadd(r, len);
         let lim = ld(self, f, Frame::OFF_CHAIN_END);

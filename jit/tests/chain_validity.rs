@@ -1,0 +1,180 @@
+//! Chained jumps between compiled blocks follow the guest's page tables and code writes: a
+//! chain link is only taken while the execute TLB maps the target to the page it was made
+//! for and the target's code is unchanged. These tests remap a called page (with INVLPG, a
+//! CR3 reload, or no flush at all: the stale translation stays in use, as in the
+//! interpreter) and rewrite it, after both loops are compiled and chained, and compare the
+//! JIT with the interpreter instruction for instruction.
+
+use iced_x86::code_asm::*;
+use lockstep_interp::state::reg;
+use lockstep_interp::testkit_sys::SysMachine;
+use lockstep_interp::{Engine, ExitReason, Interpreter};
+use lockstep_jit::{Jit, JitConfig};
+
+const PML4: u64 = 0x1000;
+const PDPT: u64 = 0x2000;
+const PD: u64 = 0x3000;
+/// 4 KiB page table for the first 2 MiB.
+const PT: u64 = 0x4000;
+const CODE: u64 = 0x10_0000;
+/// The called page (linear), first mapped to itself, later to `ALT`.
+const TARGET: u64 = 0x18_0000;
+const ALT: u64 = 0x19_0000;
+const STACK: u64 = 0x30_0000;
+const LOOPS: u32 = 3000;
+
+#[derive(Clone, Copy, Debug)]
+enum Remap {
+    /// Point the PTE at `ALT`, then INVLPG.
+    Invlpg,
+    /// Point the PTE at `ALT`, then reload CR3.
+    Cr3,
+    /// Point the PTE at `ALT` and flush nothing: the cached translation stays in use.
+    NoFlush,
+    /// Keep the mapping; overwrite the called code in place.
+    Rewrite,
+}
+
+fn assemble(base: u64, f: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>) -> Vec<u8> {
+    let mut a = CodeAssembler::new(64).unwrap();
+    f(&mut a).unwrap();
+    a.assemble(base).unwrap()
+}
+
+/// `add rax, imm; ret`.
+fn callee(imm: i32) -> Vec<u8> {
+    assemble(TARGET, |a| {
+        a.add(rax, imm)?;
+        a.ret()
+    })
+}
+
+fn machine(how: Remap) -> SysMachine {
+    let mut m = SysMachine::new(64);
+    m.ram.write_u64(PML4, PDPT | 3).unwrap();
+    m.ram.write_u64(PDPT, PD | 3).unwrap();
+    m.ram.write_u64(PD, PT | 3).unwrap();
+    for i in 1..512u64 {
+        m.ram.write_u64(PD + i * 8, (i << 21) | 0x83).unwrap();
+    }
+    for i in 0..512u64 {
+        m.ram.write_u64(PT + i * 8, (i << 12) | 3).unwrap();
+    }
+    m.load(TARGET, &callee(1));
+    m.load(ALT, &callee(100));
+    let new_code = callee(10_000);
+    let pte = PT + (TARGET >> 12) * 8;
+    // One loop calls TARGET 2*LOOPS times; halfway, it changes what TARGET is. The compiled
+    // caller keeps its chain link across the change: only the link's checks stop it.
+    let main = assemble(CODE, |a| {
+        let mut top = a.create_label();
+        let mut skip = a.create_label();
+        a.xor(eax, eax)?;
+        a.mov(ecx, 2 * LOOPS)?;
+        a.set_label(&mut top)?;
+        a.call(TARGET)?;
+        a.dec(ecx)?;
+        a.cmp(ecx, LOOPS)?;
+        a.jne(skip)?;
+        match how {
+            Remap::Rewrite => {
+                // Store the new code's first 8 bytes over the old code.
+                let mut w = [0u8; 8];
+                let n = new_code.len().min(8);
+                w[..n].copy_from_slice(&new_code[..n]);
+                a.mov(rdx, u64::from_le_bytes(w))?;
+                a.mov(rbx, TARGET)?;
+                a.mov(qword_ptr(rbx), rdx)?;
+            }
+            _ => {
+                a.mov(rdx, ALT | 3)?;
+                a.mov(rbx, pte)?;
+                a.mov(qword_ptr(rbx), rdx)?;
+                match how {
+                    Remap::Invlpg => {
+                        a.mov(rbx, TARGET)?;
+                        a.invlpg(byte_ptr(rbx))?;
+                    }
+                    Remap::Cr3 => {
+                        a.mov(rbx, cr3)?;
+                        a.mov(cr3, rbx)?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        a.set_label(&mut skip)?;
+        a.test(ecx, ecx)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    m.load(CODE, &main);
+    m.start_long(PML4, CODE);
+    m.cpu.state.gpr[reg::RSP] = STACK;
+    m
+}
+
+/// Run `how` in both engines in slices of `slice` instructions; both must agree at every
+/// stop, and the JIT must have compiled and chained. Returns the final RAX.
+fn run(how: Remap, slice: u64) -> u64 {
+    let mut a = machine(how);
+    let mut b = machine(how);
+    let mut jit = Jit::new(JitConfig {
+        threshold: 2,
+        batch: 1,
+        ..JitConfig::default()
+    });
+    for n in 0.. {
+        assert!(n < 1_000_000, "{how:?}: no HLT");
+        let ea = Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
+        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
+        assert_eq!(ea, eb, "{how:?}: exit of slice {n}");
+        assert_eq!(a.cpu.state, b.cpu.state, "{how:?}: state after slice {n}");
+        assert_eq!(a.cpu.retired, b.cpu.retired, "{how:?}: retired");
+        assert!(
+            a.ram.bytes() == b.ram.bytes(),
+            "{how:?}: RAM after slice {n}"
+        );
+        match ea.reason {
+            ExitReason::Halt => break,
+            ExitReason::Budget | ExitReason::Yield => {}
+            other => panic!("{how:?}: unexpected stop {other:?}"),
+        }
+    }
+    let s = &jit.stats;
+    assert!(
+        s.compiled > 0 && s.chained_runs > 0,
+        "{how:?}: {}",
+        s.summary()
+    );
+    b.cpu.state.gpr[reg::RAX]
+}
+
+#[test]
+fn remapped_page_with_invlpg_runs_the_new_code() {
+    for slice in [1 << 30, 997] {
+        assert_eq!(run(Remap::Invlpg, slice), LOOPS as u64 * 101);
+    }
+}
+
+#[test]
+fn remapped_page_with_cr3_reload_runs_the_new_code() {
+    for slice in [1 << 30, 997] {
+        assert_eq!(run(Remap::Cr3, slice), LOOPS as u64 * 101);
+    }
+}
+
+#[test]
+fn remapped_page_without_flush_keeps_the_cached_translation() {
+    // Both engines keep using the TLB entry of the old mapping (nothing evicts it here).
+    for slice in [1 << 30, 997] {
+        assert_eq!(run(Remap::NoFlush, slice), LOOPS as u64 * 2);
+    }
+}
+
+#[test]
+fn rewritten_callee_runs_the_new_code() {
+    for slice in [1 << 30, 997] {
+        assert_eq!(run(Remap::Rewrite, slice), LOOPS as u64 * 10_001);
+    }
+}
