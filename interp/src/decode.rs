@@ -57,9 +57,17 @@ impl Block {
             .all(|&(p, v)| ram.is_code_page(p) && ram.code_version(p) == v)
     }
 
-    /// The physical page numbers the block's bytes came from (one or two).
-    pub fn pages(&self) -> impl Iterator<Item = u64> + '_ {
-        self.pages[..self.npages].iter().map(|&(p, _)| p)
+    /// The physical pages the block's bytes came from (one or two), each with the code word
+    /// ([`GuestRam::code_word`]) the page has for as long as the block stays valid.
+    pub fn code_words(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.pages[..self.npages]
+            .iter()
+            .map(|&(p, v)| (p, crate::mem::valid_code_word(v)))
+    }
+
+    /// The block's cache key (its physical address, RIP and decode mode).
+    pub fn key(&self) -> BlockKey {
+        self.key
     }
 }
 

@@ -44,6 +44,11 @@ pub fn fresh_epoch() -> u64 {
 
 const CODE_MARK: u32 = 1 << 31;
 
+/// The code word ([`GuestRam::code_word`]) of a page holding decoded code of `version`.
+pub const fn valid_code_word(version: u32) -> u32 {
+    version | CODE_MARK
+}
+
 impl GuestRam {
     /// Map `size` bytes of zeroed RAM (lazily backed by the host).
     pub fn new(size: u64) -> Result<Self, MemError> {
@@ -137,7 +142,7 @@ impl GuestRam {
         self.code[page as usize]
     }
 
-    /// For lockstep-jit's chained jumps: the code words of all pages, one `u32` per page,
+    /// For lockstep-jit's compiled blocks: the code words of all pages, one `u32` per page,
     /// indexed by physical page number. The table is allocated once with the RAM and never
     /// resized, so the pointer stays valid while the `GuestRam` lives.
     pub fn code_table(&self) -> *const u32 {

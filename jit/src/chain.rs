@@ -1,23 +1,23 @@
 //! Block chaining: a direct-mapped table, keyed by guest RIP, of compiled blocks that compiled
 //! code may jump to directly (a `tail` call) instead of returning to the dispatcher.
 //!
-//! An entry is written by the dispatcher each time it runs a compiled block. It records what
-//! the dispatcher's own lookup depended on: the physical page the execute TLB gave for the
-//! block's RIP, and the code words (version + mark, `GuestRam::code_word`) of the block's
-//! pages. A block exit with a known target (direct branches and fall-through: the slot index
-//! is a compile-time constant; RET and near indirect JMP/CALL: hashed at run time) jumps to
-//! the entry's function only if
-//! - the entry's RIP is the target,
-//! - the current execute TLB still maps the target's page to the recorded physical page (so
-//!   the dispatcher would translate RIP the same way, with the same permissions),
-//! - the code words of the block's pages are unchanged (no write hit its code since),
-//! - no yield is pending, and the remaining budget covers the target block's whole length.
+//! An entry is written by the dispatcher each time it runs a compiled block. A block exit
+//! with a known target (direct branches and fall-through: the slot index is a compile-time
+//! constant; RET and near indirect JMP/CALL: hashed at run time) jumps to the entry's function
+//! when the entry's RIP is the target, no yield is pending, and the remaining budget covers
+//! the target block's whole length; otherwise it returns to the dispatcher.
 //!
-//! Otherwise it returns to the dispatcher. These checks are local to the target: unrelated TLB
-//! fills, privilege swaps and code writes elsewhere leave the link usable (a kernel fills and
-//! flushes its execute TLB all the time). Only 64-bit blocks are compiled, and compiled code
-//! never changes mode, so RIP is the linear address. The table is cleared whenever the module
-//! is freed.
+//! Whether the function is still the right code for that RIP is checked by the function
+//! itself, on entry through a chained jump (the dispatcher has just checked the same when it
+//! calls a function, and says so in `Frame::entered`): the execute TLB must still map the
+//! RIP's page to the physical page the block was decoded from (so the dispatcher would
+//! translate RIP the same way, with the same permissions), and the block's code pages must
+//! still have the code words they had at decode (no write hit them since). On failure it
+//! returns to the dispatcher before doing anything. These checks are local to the target:
+//! unrelated TLB fills, privilege swaps and code writes leave the link usable (a kernel fills
+//! and flushes its execute TLB all the time), and they sit once in each function rather than
+//! at each of its exits. Only 64-bit blocks are compiled, and compiled code never changes
+//! mode, so RIP is the linear address. The table is cleared whenever the module is freed.
 
 /// One chain-table entry (`#[repr(C)]`: compiled code reads it by offset).
 #[repr(C)]
@@ -29,30 +29,13 @@ pub struct ChainEntry {
     pub func: u64,
     /// Instructions in the block.
     pub len: u64,
-    /// Physical page address the execute TLB gave for `rip` (page-aligned).
-    pub phys: u64,
-    /// The block's code pages: physical page number in the low 32 bits, its code word in the
-    /// high 32 (a one-page block repeats its page in `code1`).
-    pub code0: u64,
-    pub code1: u64,
 }
 
 pub const EMPTY: ChainEntry = ChainEntry {
     rip: u64::MAX,
     func: 0,
     len: u64::MAX,
-    phys: u64::MAX,
-    code0: 0,
-    code1: 0,
 };
-
-/// Pack a page number and its code word for [`ChainEntry::code0`]; `None` when the page
-/// number does not fit in 32 bits (such a block is not chained).
-pub fn code_ref(page: u64, word: u32) -> Option<u64> {
-    u32::try_from(page)
-        .ok()
-        .map(|p| p as u64 | (word as u64) << 32)
-}
 
 /// Entries in the table (a power of two).
 pub const ENTRIES: usize = 1 << 13;
@@ -60,9 +43,6 @@ pub const ENTRY_BYTES: i64 = core::mem::size_of::<ChainEntry>() as i64;
 pub const OFF_RIP: i32 = core::mem::offset_of!(ChainEntry, rip) as i32;
 pub const OFF_FUNC: i32 = core::mem::offset_of!(ChainEntry, func) as i32;
 pub const OFF_LEN: i32 = core::mem::offset_of!(ChainEntry, len) as i32;
-pub const OFF_PHYS: i32 = core::mem::offset_of!(ChainEntry, phys) as i32;
-pub const OFF_CODE0: i32 = core::mem::offset_of!(ChainEntry, code0) as i32;
-pub const OFF_CODE1: i32 = core::mem::offset_of!(ChainEntry, code1) as i32;
 
 /// Multiplier of the RIP hash (Fibonacci hashing).
 pub const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -40,11 +40,14 @@ pub struct Frame {
     pub yield_req: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
-    /// words (`GuestRam::code_table`), the `retired` value no chained block may go past
-    /// (`budget_end`, or 0 to disable chaining, as `Verify` does), and the number of chained
-    /// jumps taken (statistics).
+    /// words (`GuestRam::code_table`), 1 while the function the dispatcher called has not
+    /// started (it skips the entry check the dispatcher just made; any later entry, through a
+    /// chained jump, checks), the `retired` value no chained block may go past (`budget_end`,
+    /// or 0 to disable chaining, as `Verify` does), and the number of chained jumps taken
+    /// (statistics).
     pub tlb_exec: *const u64,
     pub code_table: *const u32,
+    pub entered: u64,
     pub chain_end: u64,
     pub chains: u64,
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
@@ -64,6 +67,7 @@ impl Frame {
     pub const OFF_YIELD_REQ: i32 = offset_of!(Frame, yield_req) as i32;
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
     pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
+    pub const OFF_ENTERED: i32 = offset_of!(Frame, entered) as i32;
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
@@ -83,6 +87,7 @@ impl Frame {
             yield_req: 0,
             tlb_exec: core::ptr::null(),
             code_table: core::ptr::null(),
+            entered: 1,
             chain_end: 0,
             chains: 0,
             region_end: 0,
@@ -102,6 +107,7 @@ impl Frame {
         self.chain_end = ctx.cpu.budget_end;
         self.region_end = ctx.cpu.budget_end;
         self.code_table = ctx.ram.code_table();
+        self.entered = 1;
         self.ctx = (ctx as *mut Ctx<'_>).cast();
         self.sync_tlb(ctx);
     }

@@ -216,6 +216,59 @@ fn overwrites_flags_first(block: &Block) -> bool {
 /// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
 /// that branches of the region may reach: a branch to one of them becomes a jump inside the
 /// function (registers stay in SSA values, flags stay lazy), guarded by the budget.
+/// On entry through a chained jump, check that this function is still the right code for its
+/// RIP (see `crate::chain`): the execute TLB maps the RIP's page to the block's physical page,
+/// and the block's code pages have the code words they had at decode. Otherwise return to the
+/// dispatcher, nothing done (the exit that jumped here stored RIP and `retired`). The
+/// dispatcher's own call (`Frame::entered` = 1) skips the check it has just made. Leaves the
+/// builder in the block where the function's body starts.
+fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) {
+    use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
+    let key = entry.key();
+    let vpn = key.rip >> 12;
+    let ld = |b: &mut FunctionBuilder<'_>, base: Value, off: i32| {
+        b.ins().load(types::I64, host_mem(), base, off)
+    };
+    let body = b.create_block();
+    let check = b.create_block();
+    let fail = b.create_block();
+    b.set_cold_block(fail);
+    let entered = ld(b, frame, Frame::OFF_ENTERED);
+    let first = b.create_block();
+    b.ins().brif(entered, first, &[], check, &[]);
+    b.seal_block(first);
+    b.seal_block(check);
+    b.switch_to_block(first);
+    let zero = b.ins().iconst(types::I64, 0);
+    b.ins().store(host_mem(), zero, frame, Frame::OFF_ENTERED);
+    b.ins().jump(body, &[]);
+    b.switch_to_block(check);
+    let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
+    let off = (vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES;
+    let te = b.ins().iadd_imm_s(tlb, off as i64);
+    let tag = ld(b, te, 0);
+    let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
+    let phys = ld(b, te, 8);
+    let c = b
+        .ins()
+        .icmp_imm_s(IntCC::Equal, phys, (key.phys & !0xfff) as i64);
+    ok = b.ins().band(ok, c);
+    let table = ld(b, frame, Frame::OFF_CODE_TABLE);
+    for (page, word) in entry.code_words() {
+        let at = b.ins().iadd_imm_s(table, page.wrapping_mul(4) as i64);
+        let w = b.ins().uload32(host_mem(), at, 0);
+        let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
+        ok = b.ins().band(ok, c);
+    }
+    b.ins().brif(ok, body, &[], fail, &[]);
+    b.seal_block(fail);
+    b.seal_block(body);
+    b.switch_to_block(fail);
+    let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
+    b.ins().return_(&[code]);
+    b.switch_to_block(body);
+}
+
 pub fn lower_region(
     mut b: FunctionBuilder<'_>,
     blocks: &[&Block],
@@ -230,6 +283,7 @@ pub fn lower_region(
     b.seal_block(entry);
     let state = b.block_params(entry)[0];
     let frame = b.block_params(entry)[1];
+    entry_check(&mut b, frame, blocks[0]);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let retired_ptr = b
@@ -704,43 +758,6 @@ impl Lower<'_> {
             |l: &mut Self, base: Value, off: i32| l.b.ins().load(types::I64, host_mem(), base, off);
         let e_rip = ld(self, e, chain::OFF_RIP);
         let ok = self.b.ins().icmp(IntCC::Equal, e_rip, target);
-        // The execute TLB still maps the target's page to the recorded physical page.
-        let tlb = ld(self, f, Frame::OFF_TLB_EXEC);
-        let slot_mask = (lockstep_interp::mmu::TLB_ENTRIES - 1) as i64;
-        let entry_bytes = lockstep_interp::mmu::TLB_ENTRY_BYTES as i64;
-        let (vpn, te) = match rip {
-            Rip::Const(t) => {
-                let vpn = self.iconst(t >> 12);
-                let off = ((t >> 12) as i64 & slot_mask) * entry_bytes;
-                (vpn, self.b.ins().iadd_imm_s(tlb, off))
-            }
-            Rip::Dyn(v) => {
-                let vpn = self.b.ins().ushr_imm_s(v, 12);
-                let idx = self.b.ins().band_imm_s(vpn, slot_mask);
-                let off = self.b.ins().imul_imm_s(idx, entry_bytes);
-                (vpn, self.b.ins().iadd(tlb, off))
-            }
-        };
-        let tag = ld(self, te, 0);
-        let c = self.b.ins().icmp(IntCC::Equal, tag, vpn);
-        let ok = self.b.ins().band(ok, c);
-        let phys = ld(self, te, 8);
-        let want = ld(self, e, chain::OFF_PHYS);
-        let c = self.b.ins().icmp(IntCC::Equal, phys, want);
-        let ok = self.b.ins().band(ok, c);
-        // No write hit the block's code pages since the entry was made.
-        let table = ld(self, f, Frame::OFF_CODE_TABLE);
-        let mut ok = ok;
-        for off in [chain::OFF_CODE0, chain::OFF_CODE1] {
-            let r = ld(self, e, off);
-            let page = self.b.ins().band_imm_s(r, 0xffff_ffff);
-            let want = self.b.ins().ushr_imm_s(r, 32);
-            let at = self.b.ins().ishl_imm_s(page, 2);
-            let at = self.b.ins().iadd(table, at);
-            let word = self.b.ins().uload32(host_mem(), at, 0);
-            let c = self.b.ins().icmp(IntCC::Equal, word, want);
-            ok = self.b.ins().band(ok, c);
-        }
         let len = ld(self, e, chain::OFF_LEN);
         let end = self.b.ins().iadd(r, len);
         let lim = ld(self, f, Frame::OFF_CHAIN_END);
