@@ -260,6 +260,13 @@ fn program_vex() -> Vec<u8> {
         a.lea(rdi, qword_ptr(rbx + 0xff0))?;
         a.vmovdqu(ymm3, ymmword_ptr(rdi))?;
         a.vmovdqu(ymmword_ptr(rdi + 0x1008), ymm3)?;
+        a.vpbroadcastb(ymm5, xmm0)?;
+        a.vpbroadcastb(xmm6, byte_ptr(rbx + 0x77))?;
+        a.vpbroadcastw(ymm7, word_ptr(rbx + 0x79))?;
+        a.vpbroadcastd(xmm8, xmm1)?;
+        a.vpbroadcastq(ymm9, qword_ptr(rbx + 0x7b))?;
+        a.vbroadcastss(ymm10, dword_ptr(rbx + 0x7f))?;
+        a.vbroadcastsd(ymm11, xmm2)?;
         a.vzeroupper()?;
         a.add(rbx, 32i32)?;
         a.dec(rcx)?;
@@ -273,7 +280,7 @@ fn vex_forms_match_interpreter() {
     let code = program_vex();
     for seed in [3u64, 17, 1234] {
         let (_, jit, exit) = compare(&code, &[1_000_000], eager_config(), &|m| fill(m, seed));
-        assert_eq!(exit.retired, 2 + 60 * 44, "{exit:?}");
+        assert_eq!(exit.retired, 2 + 60 * 51, "{exit:?}");
         assert!(jit.stats.native_insns > 40, "{:?}", jit.stats);
         assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
         let slices: Vec<u64> = (0..300).map(|i| 1 + (i * 29) % 53).collect();

@@ -1,7 +1,7 @@
 //! Which VEX-encoded (AVX/AVX2) instructions `sse_int.rs` lowers natively, as glibc's AVX2
 //! string and memory functions use them (`lockstep_interp::ops::{avx_mov, avx_int}`):
 //! VMOVDQA/VMOVDQU/VMOVAPS/VMOVUPS/VMOVAPD/VMOVUPD/VLDDQU/VMOVNT* of 128 and 256 bits,
-//! VMOVD/VMOVQ, VPMOVMSKB, VZEROUPPER, and the three-operand integer arithmetic, logic,
+//! VMOVD/VMOVQ, VPMOVMSKB, VZEROUPPER, VPBROADCASTB/W/D/Q and VBROADCASTSS/SD, and the three-operand integer arithmetic, logic,
 //! compares, min/max, unpacks and VPSHUFB (each 128-bit lane separately, like the
 //! interpreter's `per_lane`). A 128-bit form zeroes bits 255:128 of its register destination.
 
@@ -71,6 +71,25 @@ pub(super) fn classify(ins: &Instruction) -> Option<Spec> {
         | C::VEX_Vpmovmskb_r64_ymm => return spec(Op::Movmsk, 1),
         C::VEX_Vzeroupper => return spec(Op::Vzeroupper, 1),
         _ => {}
+    }
+    let bty = match ins.mnemonic() {
+        Mnemonic::Vpbroadcastb => Some(types::I8X16),
+        Mnemonic::Vpbroadcastw => Some(types::I16X8),
+        Mnemonic::Vpbroadcastd | Mnemonic::Vbroadcastss => Some(types::I32X4),
+        Mnemonic::Vpbroadcastq | Mnemonic::Vbroadcastsd => Some(types::I64X2),
+        _ => None,
+    };
+    if let Some(ty) = bty {
+        let src_ok = match ins.op1_kind() {
+            OpKind::Register => ins.op1_register().is_xmm(),
+            OpKind::Memory => ins.memory_size().size() == ty.lane_bits() as usize / 8,
+            _ => false,
+        };
+        return (ins.op_count() == 2 && src_ok).then_some(Spec {
+            op: Op::Broadcast(ty),
+            vex: Some(len),
+            align: 1,
+        });
     }
     // Three-operand `dst = f(src1, src2/m)` (the interpreter's `avx_int` binary table).
     let regs = ins.op_count() == 3

@@ -72,6 +72,9 @@ pub(super) enum Op {
     Movmsk,
     /// VZEROUPPER: bits 255:128 of every YMM register become zero.
     Vzeroupper,
+    /// VPBROADCASTB/W/D/Q, VBROADCASTSS/SD: the low element (lane type given) of an XMM
+    /// register or memory in every lane.
+    Broadcast(Type),
 }
 
 /// A covered instruction: its operation, encoding and memory alignment rule.
@@ -671,6 +674,20 @@ fn fast_path(
                 None => lo,
             };
             l.write_reg(ins.op0_register(), m);
+        }
+        Op::Broadcast(vty) => {
+            let ty = vty.lane_type();
+            let e = match ins.op1_kind() {
+                OpKind::Memory => l.b.ins().load(ty, guest_mem(), host(), 0),
+                _ => {
+                    let st = l.state;
+                    let off = vec_off(ins.op1_register());
+                    l.b.ins().load(ty, host_mem(), st, off)
+                }
+            };
+            let v = l.b.ins().splat(vty, e);
+            let v = l.as_bytes(v);
+            dst(l, (v, (len == 32).then_some(v)));
         }
         Op::Vzeroupper => {
             let z = l.vzero();
