@@ -365,3 +365,138 @@ fn faulting_memory_operands_match_interpreter() {
     );
     assert_eq!(exit.retired, 2 + 4, "{exit:?}");
 }
+
+/// Every binary form in the lowered tables by name: legacy `op xmm, xmm/m128` and VEX
+/// `op xmm, xmm, xmm/m128` and `op ymm, ymm, ymm/m256`, register and memory sources.
+fn program_all_binary() -> Vec<u8> {
+    use iced_x86::{Code, Instruction, MemoryOperand, Register};
+    let names: std::collections::HashMap<String, Code> =
+        Code::values().map(|c| (format!("{c:?}"), c)).collect();
+    let legacy = [
+        "Pand",
+        "Andps",
+        "Andpd",
+        "Pandn",
+        "Andnps",
+        "Andnpd",
+        "Por",
+        "Orps",
+        "Orpd",
+        "Pxor",
+        "Xorps",
+        "Xorpd",
+        "Paddb",
+        "Paddw",
+        "Paddd",
+        "Paddq",
+        "Psubb",
+        "Psubw",
+        "Psubd",
+        "Psubq",
+        "Paddusb",
+        "Paddusw",
+        "Psubusb",
+        "Psubusw",
+        "Pcmpeqb",
+        "Pcmpeqw",
+        "Pcmpeqd",
+        "Pcmpgtb",
+        "Pcmpgtw",
+        "Pcmpgtd",
+        "Pminub",
+        "Pmaxub",
+        "Pminsw",
+        "Pmaxsw",
+        "Punpcklbw",
+        "Punpckhbw",
+        "Punpcklwd",
+        "Punpckhwd",
+        "Punpckldq",
+        "Punpckhdq",
+        "Punpcklqdq",
+        "Punpckhqdq",
+        "Unpcklps",
+        "Unpckhps",
+        "Unpcklpd",
+        "Unpckhpd",
+        "Pshufb",
+        "Packsswb",
+        "Packssdw",
+        "Packuswb",
+    ];
+    let vex: Vec<String> = legacy
+        .iter()
+        .map(|m| format!("V{}", m.to_lowercase()))
+        .chain(
+            [
+                "Vpminsb", "Vpmaxsb", "Vpminuw", "Vpmaxuw", "Vpminsd", "Vpmaxsd", "Vpminud",
+                "Vpmaxud",
+            ]
+            .iter()
+            .map(|s| s.to_lowercase()),
+        )
+        .collect();
+    let code = |n: &str| -> Code {
+        *names
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .unwrap_or_else(|| panic!("no iced Code {n}"))
+            .1
+    };
+    let x = |i: u32| {
+        Register::values()
+            .nth((Register::XMM0 as u32 + i % 16) as usize)
+            .unwrap()
+    };
+    let y = |i: u32| {
+        Register::values()
+            .nth((Register::YMM0 as u32 + i % 16) as usize)
+            .unwrap()
+    };
+    let mem = |d: i64| MemoryOperand::with_base_displ(Register::RBX, d);
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.mov(rcx, 8u64)?;
+        a.mov(rbx, DATA_BASE)?;
+        a.set_label(&mut top)?;
+        let mut k = 0u32;
+        for m in legacy {
+            let c = code(&format!("{m}_xmm_xmmm128"));
+            a.add_instruction(Instruction::with2(c, x(k), x(k * 7 + 3)).unwrap())?;
+            a.add_instruction(Instruction::with2(c, x(k + 5), mem(16 * (k % 64) as i64)).unwrap())?;
+            k += 1;
+        }
+        for m in &vex {
+            let c = code(&format!("VEX_{m}_xmm_xmm_xmmm128"));
+            a.add_instruction(Instruction::with3(c, x(k), x(k * 3 + 1), x(k * 5 + 2)).unwrap())?;
+            a.add_instruction(Instruction::with3(c, x(k + 1), x(k), mem(k as i64 % 61)).unwrap())?;
+            let c = code(&format!("VEX_{m}_ymm_ymm_ymmm256"));
+            a.add_instruction(Instruction::with3(c, y(k + 2), y(k * 5), y(k * 3 + 7)).unwrap())?;
+            a.add_instruction(Instruction::with3(c, y(k + 3), y(k), mem(k as i64 % 57)).unwrap())?;
+            k += 1;
+        }
+        a.add(rbx, 0x40i32)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn every_binary_form_matches_interpreter() {
+    let code = program_all_binary();
+    for seed in [4u64, 44] {
+        let (_, jit, exit) = compare(&code, &[1_000_000], eager_config(), &|m| fill(m, seed));
+        assert!(
+            matches!(
+                exit.reason,
+                ExitReason::Exception(Fault::GeneralProtection(0))
+            ),
+            "expected the final HLT: {exit:?}"
+        );
+        // 2 + 8 iterations of (100 legacy + 232 VEX + 3) instructions, then HLT (#GP).
+        assert_eq!(exit.retired, 2 + 8 * 335, "{exit:?}");
+        assert!(jit.stats.native_insns > 300, "{:?}", jit.stats);
+        assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
+    }
+}
