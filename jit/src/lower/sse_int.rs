@@ -47,6 +47,10 @@ pub(super) enum Bin {
     /// Narrow the signed lanes of type `.0` of a (low half) and b (high half) with signed
     /// (false) or unsigned (true) saturation: PACKSSWB/PACKSSDW/PACKUSWB.
     Pack(Type, bool),
+    /// Low half of each lane product (PMULLW/PMULLD).
+    Mul(Type),
+    /// Unsigned rounding average (a + b + 1) >> 1 (PAVGB/PAVGW).
+    Avg(Type),
 }
 
 /// What a covered instruction does.
@@ -146,6 +150,20 @@ fn classify(ins: &Instruction) -> Option<Spec> {
         C::Packsswb_xmm_xmmm128 => bin(Bin::Pack(types::I16X8, false)),
         C::Packssdw_xmm_xmmm128 => bin(Bin::Pack(types::I32X4, false)),
         C::Packuswb_xmm_xmmm128 => bin(Bin::Pack(types::I16X8, true)),
+        C::Packusdw_xmm_xmmm128 => bin(Bin::Pack(types::I32X4, true)),
+        C::Pminsb_xmm_xmmm128 => bin(Bin::MinS(types::I8X16)),
+        C::Pmaxsb_xmm_xmmm128 => bin(Bin::MaxS(types::I8X16)),
+        C::Pminuw_xmm_xmmm128 => bin(Bin::MinU(types::I16X8)),
+        C::Pmaxuw_xmm_xmmm128 => bin(Bin::MaxU(types::I16X8)),
+        C::Pminsd_xmm_xmmm128 => bin(Bin::MinS(types::I32X4)),
+        C::Pmaxsd_xmm_xmmm128 => bin(Bin::MaxS(types::I32X4)),
+        C::Pminud_xmm_xmmm128 => bin(Bin::MinU(types::I32X4)),
+        C::Pmaxud_xmm_xmmm128 => bin(Bin::MaxU(types::I32X4)),
+        C::Pcmpeqq_xmm_xmmm128 => bin(Bin::CmpEq(types::I64X2)),
+        C::Pmullw_xmm_xmmm128 => bin(Bin::Mul(types::I16X8)),
+        C::Pmulld_xmm_xmmm128 => bin(Bin::Mul(types::I32X4)),
+        C::Pavgb_xmm_xmmm128 => bin(Bin::Avg(types::I8X16)),
+        C::Pavgw_xmm_xmmm128 => bin(Bin::Avg(types::I16X8)),
         C::Psllw_xmm_imm8 => imm(Op::ShiftImm(types::I16X8, 0)),
         C::Pslld_xmm_imm8 => imm(Op::ShiftImm(types::I32X4, 0)),
         C::Psllq_xmm_imm8 => imm(Op::ShiftImm(types::I64X2, 0)),
@@ -390,6 +408,14 @@ impl Lower<'_> {
                 let m = self.b.ins().splat(types::I8X16, m);
                 let idx = self.b.ins().band(b, m);
                 self.b.ins().swizzle(a, idx)
+            }
+            Bin::Mul(ty) => {
+                let (x, y) = typed(self, ty);
+                self.b.ins().imul(x, y)
+            }
+            Bin::Avg(ty) => {
+                let (x, y) = typed(self, ty);
+                self.b.ins().avg_round(x, y)
             }
             Bin::Pack(ty, unsigned) => {
                 let (x, y) = typed(self, ty);
