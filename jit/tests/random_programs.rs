@@ -293,12 +293,93 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             None
         }
         25 => Instruction::with2(Code::Xchg_rm64_r64, g.reg(8), g.reg(8)).ok(),
+        27 => random_simd(g),
         _ => {
             let m = g.pick(&["Add", "Sub", "Cmp", "And", "Xor"]);
             Instruction::with2(code(&format!("{m}_rm{s}_r{s}")), r, r2).ok()
         }
     };
     ins.unwrap_or_else(|| Instruction::with(Code::Nopd))
+}
+
+/// One SSE/AVX integer instruction of the natively lowered set (`lower/sse_int.rs`).
+fn random_simd(g: &mut Gen) -> Option<Instruction> {
+    let x = |g: &mut Gen| reg_at(Register::XMM0 as u32 + g.below(16) as u32);
+    let y = |g: &mut Gen| reg_at(Register::YMM0 as u32 + g.below(16) as u32);
+    let bin = [
+        "Paddb",
+        "Pcmpeqb",
+        "Pcmpgtw",
+        "Pcmpeqd",
+        "Pminub",
+        "Pmaxsw",
+        "Psubusb",
+        "Paddusw",
+        "Punpcklbw",
+        "Punpckhwd",
+        "Pshufb",
+        "Packuswb",
+        "Packsswb",
+        "Packssdw",
+        "Pxor",
+        "Pandn",
+    ];
+    let vbin = [
+        "Vpcmpeqb",
+        "Vpminub",
+        "Vpor",
+        "Vpandn",
+        "Vpsubb",
+        "Vpshufb",
+        "Vpunpcklbw",
+    ];
+    match g.below(12) {
+        0..=2 => {
+            let c = code(&format!("{}_xmm_xmmm128", g.pick(&bin)));
+            if g.chance(20) {
+                Instruction::with2(c, x(g), g.mem(16)).ok()
+            } else {
+                Instruction::with2(c, x(g), x(g)).ok()
+            }
+        }
+        3 => Instruction::with2(Code::Movq_xmm_rm64, x(g), g.reg(8)).ok(),
+        4 => {
+            let (c, r) = match g.below(3) {
+                0 => (Code::Movd_rm32_xmm, g.reg(4)),
+                1 => (Code::Movq_rm64_xmm, g.reg(8)),
+                _ => (Code::Pmovmskb_r32_xmm, g.reg(4)),
+            };
+            Instruction::with2(c, r, x(g)).ok()
+        }
+        5 => match g.below(4) {
+            0 => Instruction::with2(Code::Movq_xmm_xmmm64, x(g), g.mem(8)).ok(),
+            1 => Instruction::with2(Code::Movq_xmmm64_xmm, g.mem(8), x(g)).ok(),
+            2 => Instruction::with2(Code::Movd_xmm_rm32, x(g), g.mem(4)).ok(),
+            _ => Instruction::with2(Code::Movd_rm32_xmm, g.mem(4), x(g)).ok(),
+        },
+        6 => {
+            let c = g.pick(&[Code::Pslldq_xmm_imm8, Code::Psrldq_xmm_imm8]);
+            Instruction::with2(c, x(g), g.below(20) as i32).ok()
+        }
+        7..=8 => {
+            let c = code(&format!("VEX_{}_ymm_ymm_ymmm256", g.pick(&vbin)));
+            if g.chance(20) {
+                Instruction::with3(c, y(g), y(g), g.mem(32)).ok()
+            } else {
+                Instruction::with3(c, y(g), y(g), y(g)).ok()
+            }
+        }
+        9 => match g.below(3) {
+            0 => Instruction::with2(Code::VEX_Vmovdqu_ymm_ymmm256, y(g), g.mem(32)).ok(),
+            1 => Instruction::with2(Code::VEX_Vmovdqu_ymmm256_ymm, g.mem(32), y(g)).ok(),
+            _ => Instruction::with2(Code::VEX_Vmovdqu_xmm_xmmm128, x(g), x(g)).ok(),
+        },
+        10 => Instruction::with2(Code::VEX_Vpmovmskb_r32_ymm, g.reg(4), y(g)).ok(),
+        _ => match g.below(2) {
+            0 => Some(Instruction::with(Code::VEX_Vzeroupper)),
+            _ => Instruction::with2(Code::VEX_Vpbroadcastb_ymm_xmmm8, y(g), x(g)).ok(),
+        },
+    }
 }
 
 /// A program: main body (ends by jumping back to its start), then two subroutines (each

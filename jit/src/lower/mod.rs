@@ -8,10 +8,12 @@
 //! registers dirty at that point. So compile-time sets (`loaded`, `dirty`, pending flags) are
 //! exact at each point of the main path.
 
+mod avx_int;
 pub(crate) mod flags;
 mod insn;
 mod mem;
 mod sse_int;
+mod sse_mov;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
@@ -107,6 +109,8 @@ pub struct Lower<'a> {
     /// The SSE-enabled check (CR0.EM/TS clear, CR4.OSFXSR set) computed earlier on this
     /// block's main path; CR0/CR4 change only through the trampoline, which clears it.
     sse_ok: Option<Value>,
+    /// The same for VEX instructions (CR4.OSXSAVE, XCR0, CR0.TS).
+    avx_ok: Option<Value>,
     /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
     mem_base: Option<(Value, Value, Value)>,
     sigs: HelperSigs,
@@ -323,6 +327,7 @@ pub fn lower_region(
         ret_stale: false,
         cold: false,
         sse_ok: None,
+        avx_ok: None,
         mem_base: None,
         sigs,
         chain_table,
@@ -443,6 +448,7 @@ impl Lower<'_> {
     fn lower_insns(&mut self, block: &Block, native: bool) {
         let l = self;
         l.sse_ok = None;
+        l.avx_ok = None;
         let n = block.insns.len();
         let mut ended = false;
         // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path
@@ -870,6 +876,7 @@ impl Lower<'_> {
         let status = self.call_exec_insn(d);
         // The handler may have changed CR0/CR4 (CLTS, MOV CR): check SSE state again.
         self.sse_ok = None;
+        self.avx_ok = None;
         self.k = 0;
         self.ret_stale = false;
         let r = self
