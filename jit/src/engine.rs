@@ -53,9 +53,9 @@ pub struct JitConfig {
 impl Default for JitConfig {
     fn default() -> Self {
         JitConfig {
-            // Measured (docs/jit.md, "Threshold"): a Linux boot is fastest around 1000-3000,
+            // Measured (docs/jit.md, "Threshold"): a Linux boot is fastest around 3000-5000,
             // user programs within a few percent from 200 to 3000.
-            threshold: 1000,
+            threshold: 3000,
             max_compiled: 1 << 16,
             max_entries: 1 << 18,
             batch: 16,
