@@ -48,6 +48,14 @@ pub struct Frame {
     pub tlb_exec: *const u64,
     pub code_table: *const u32,
     pub entered: u64,
+    /// A flag record handed from a block exit to the block it jumps to (see
+    /// `lower::flags::encode`; `fl_code` 0: none): the status flags in `CpuState::rflags` are
+    /// stale and this record defines them. Only meaningful on entry through a chained jump.
+    pub fl_code: u64,
+    pub fl_a: u64,
+    pub fl_b: u64,
+    pub fl_res: u64,
+    pub fl_cin: u64,
     pub chain_end: u64,
     pub chains: u64,
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
@@ -68,6 +76,11 @@ impl Frame {
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
     pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
     pub const OFF_ENTERED: i32 = offset_of!(Frame, entered) as i32;
+    pub const OFF_FL_CODE: i32 = offset_of!(Frame, fl_code) as i32;
+    pub const OFF_FL_A: i32 = offset_of!(Frame, fl_a) as i32;
+    pub const OFF_FL_B: i32 = offset_of!(Frame, fl_b) as i32;
+    pub const OFF_FL_RES: i32 = offset_of!(Frame, fl_res) as i32;
+    pub const OFF_FL_CIN: i32 = offset_of!(Frame, fl_cin) as i32;
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
@@ -88,6 +101,11 @@ impl Frame {
             tlb_exec: core::ptr::null(),
             code_table: core::ptr::null(),
             entered: 1,
+            fl_code: 0,
+            fl_a: 0,
+            fl_b: 0,
+            fl_res: 0,
+            fl_cin: 0,
             chain_end: 0,
             chains: 0,
             region_end: 0,
@@ -108,6 +126,7 @@ impl Frame {
         self.region_end = ctx.cpu.budget_end;
         self.code_table = ctx.ram.code_table();
         self.entered = 1;
+        self.fl_code = 0;
         self.ctx = (ctx as *mut Ctx<'_>).cast();
         self.sync_tlb(ctx);
     }

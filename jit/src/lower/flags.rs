@@ -496,6 +496,75 @@ impl Lower<'_> {
         }
     }
 
+    /// The pending flags as one run-time record `[code, a, b, res, cin]` to hand to the next
+    /// block through the frame, when they are exactly one record defining every status flag.
+    pub fn handover_record(&mut self) -> Option<[Value; 5]> {
+        let p = match self.pending.as_slice() {
+            [p] if p.mask == STATUS => *p,
+            _ => return None,
+        };
+        let code = match p.code {
+            Some(c) if p.op == FlagOp::Dyn => c,
+            _ => self.iconst(encode(p.op, p.size, p.mask)),
+        };
+        let cin = match p.cin {
+            Some(c) => c,
+            None => self.iconst(0),
+        };
+        Some([code, p.a, p.b, p.res, cin])
+    }
+
+    /// `fold_flags(rf, record)` through the helper.
+    pub fn call_fold(&mut self, rf: Value, rec: [Value; 5]) -> Value {
+        let f = self.iconst(crate::helpers::fold_flags as *const () as u64);
+        let call = self.b.ins().call_indirect(
+            self.sigs.fold,
+            f,
+            &[rf, rec[0], rec[1], rec[2], rec[3], rec[4]],
+        );
+        self.b.inst_results(call)[0]
+    }
+
+    /// A single block's start: the record a chained jump handed over (code 0: none) defines
+    /// the status flags, pending like any other run-time record.
+    pub fn take_incoming(&mut self, rec: [Value; 5]) {
+        self.pending.clear();
+        self.pending.push(Pending {
+            op: FlagOp::Dyn,
+            a: rec[1],
+            b: rec[2],
+            res: rec[3],
+            size: 8,
+            mask: STATUS,
+            cin: Some(rec[4]),
+            code: Some(rec[0]),
+        });
+    }
+
+    /// A region's start whose entry block reads flags before writing them: fold the handed
+    /// over record (if any) into RFLAGS, in memory (region blocks start with memory up to
+    /// date) and in its variable if loaded.
+    pub fn fold_incoming(&mut self, rec: [Value; 5]) {
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.state, OFF_RFLAGS);
+        let fold = self.b.create_block();
+        let join = self.b.create_block();
+        let rf = self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(rec[0], fold, &[], join, &[base.into()]);
+        self.b.seal_block(fold);
+        self.b.switch_to_block(fold);
+        let v = self.call_fold(base, rec);
+        self.b.ins().store(host_mem(), v, self.state, OFF_RFLAGS);
+        self.b.ins().jump(join, &[v.into()]);
+        self.b.seal_block(join);
+        self.b.switch_to_block(join);
+        if self.loaded & (1 << super::RFLAGS) != 0 {
+            self.b.def_var(self.vars[super::RFLAGS], rf);
+        }
+    }
+
     /// Fold all pending flags into the RFLAGS variable (main path).
     pub fn sync_flags(&mut self) {
         if self.pending.is_empty() {

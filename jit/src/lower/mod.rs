@@ -17,8 +17,8 @@ mod sse_mov;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
-    condcodes::IntCC, types, AbiParam, Block as IrBlock, InstBuilder, MemFlagsData, SigRef,
-    Signature, Value,
+    condcodes::IntCC, types, AbiParam, Block as IrBlock, BlockArg, InstBuilder, MemFlagsData,
+    SigRef, Signature, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -220,13 +220,30 @@ fn overwrites_flags_first(block: &Block) -> bool {
 /// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
 /// that branches of the region may reach: a branch to one of them becomes a jump inside the
 /// function (registers stay in SSA values, flags stay lazy), guarded by the budget.
+/// Where a flag record handed over by a chained jump travels: `[code, a, b, res, cin]`.
+const FLAG_RECORD: [i32; 5] = [
+    Frame::OFF_FL_CODE,
+    Frame::OFF_FL_A,
+    Frame::OFF_FL_B,
+    Frame::OFF_FL_RES,
+    Frame::OFF_FL_CIN,
+];
+
 /// On entry through a chained jump, check that this function is still the right code for its
 /// RIP (see `crate::chain`): the execute TLB maps the RIP's page to the block's physical page,
 /// and the block's code pages have the code words they had at decode. Otherwise return to the
-/// dispatcher, nothing done (the exit that jumped here stored RIP and `retired`). The
-/// dispatcher's own call (`Frame::entered` = 1) skips the check it has just made. Leaves the
-/// builder in the block where the function's body starts.
-fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) {
+/// dispatcher, nothing done (the exit that jumped here stored RIP and `retired`; the flag
+/// record it handed over is folded into RFLAGS first). The dispatcher's own call
+/// (`Frame::entered` = 1) skips the check it has just made. Leaves the builder in the block
+/// where the function's body starts; returns the flag record the body starts with
+/// (`[code, a, b, res, cin]`, code 0 when entered from the dispatcher).
+fn entry_check(
+    b: &mut FunctionBuilder<'_>,
+    state: Value,
+    frame: Value,
+    fold: SigRef,
+    entry: &Block,
+) -> [Value; 5] {
     use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
     let key = entry.key();
     let vpn = key.rip >> 12;
@@ -234,6 +251,7 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) {
         b.ins().load(types::I64, host_mem(), base, off)
     };
     let body = b.create_block();
+    let rec: [Value; 5] = core::array::from_fn(|_| b.append_block_param(body, types::I64));
     let check = b.create_block();
     let fail = b.create_block();
     b.set_cold_block(fail);
@@ -245,7 +263,7 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) {
     b.switch_to_block(first);
     let zero = b.ins().iconst(types::I64, 0);
     b.ins().store(host_mem(), zero, frame, Frame::OFF_ENTERED);
-    b.ins().jump(body, &[]);
+    b.ins().jump(body, &[zero.into(); 5]);
     b.switch_to_block(check);
     let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
     let off = (vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES;
@@ -264,13 +282,25 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) {
         let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
         ok = b.ins().band(ok, c);
     }
-    b.ins().brif(ok, body, &[], fail, &[]);
+    let got: Vec<Value> = FLAG_RECORD.iter().map(|&off| ld(b, frame, off)).collect();
+    let args: Vec<BlockArg> = got.iter().map(|&v| v.into()).collect();
+    b.ins().brif(ok, body, &args, fail, &[]);
     b.seal_block(fail);
     b.seal_block(body);
     b.switch_to_block(fail);
+    let rf = b.ins().load(types::I64, host_mem(), state, OFF_RFLAGS);
+    let f = b
+        .ins()
+        .iconst(types::I64, crate::helpers::fold_flags as *const () as i64);
+    let call = b
+        .ins()
+        .call_indirect(fold, f, &[rf, got[0], got[1], got[2], got[3], got[4]]);
+    let rf = b.inst_results(call)[0];
+    b.ins().store(host_mem(), rf, state, OFF_RFLAGS);
     let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
     b.ins().return_(&[code]);
     b.switch_to_block(body);
+    rec
 }
 
 pub fn lower_region(
@@ -287,7 +317,8 @@ pub fn lower_region(
     b.seal_block(entry);
     let state = b.block_params(entry)[0];
     let frame = b.block_params(entry)[1];
-    entry_check(&mut b, frame, blocks[0]);
+    let sigs = sig_for(&mut b);
+    let incoming = entry_check(&mut b, state, frame, sigs.fold, blocks[0]);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let retired_ptr = b
@@ -295,7 +326,6 @@ pub fn lower_region(
         .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
-    let sigs = sig_for(&mut b);
     // A region: several blocks, or one block that branches back to its own start.
     let region = blocks.len() > 1 || crate::region::loops_to_itself(blocks[0]);
     let regs_used = if region { registers_used(blocks) } else { 0 };
@@ -360,9 +390,22 @@ pub fn lower_region(
             a: decl(),
             b: decl(),
         };
+        // The entry starts with the flag record a chained jump handed over, as if a region
+        // edge had: in the edge's status slot, or folded into RFLAGS if the entry block reads
+        // flags before it writes them all.
         let z = l.iconst(0);
-        for v in edge.a.iter().chain(edge.b.iter()) {
+        for v in edge.a.iter() {
             l.b.def_var(*v, z);
+        }
+        if l.members[0].lazy_flags {
+            for (v, &x) in edge.b.iter().zip(incoming.iter()) {
+                l.b.def_var(*v, x);
+            }
+        } else {
+            for v in edge.b.iter() {
+                l.b.def_var(*v, z);
+            }
+            l.fold_incoming(incoming);
         }
         l.edge = Some(edge);
         let first = l.member_block(0);
@@ -387,6 +430,7 @@ pub fn lower_region(
         }
     } else {
         l.stats.blocks = 1;
+        l.take_incoming(incoming);
         l.lower_insns(blocks[0], native);
     }
     l.b.seal_all_blocks();
@@ -734,8 +778,29 @@ impl Lower<'_> {
             Rip::Dyn(_) => {}
         }
         self.store_regs(self.dirty & GPRS);
-        if let Some(f) = self.flags_value() {
-            self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+        // A single pending record that defines every status flag travels to the next block
+        // in the frame instead of being folded here (the next block usually overwrites the
+        // flags; a return to the dispatcher folds it below).
+        let carry = self.handover_record();
+        match carry {
+            Some(rec) => {
+                if self.dirty & (1 << RFLAGS) != 0 {
+                    let f = self.b.use_var(self.vars[RFLAGS]);
+                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+                }
+                for (v, off) in rec.iter().zip(FLAG_RECORD) {
+                    self.b.ins().store(host_mem(), *v, self.frame, off);
+                }
+            }
+            None => {
+                if let Some(f) = self.flags_value() {
+                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+                }
+                let z = self.iconst(0);
+                self.b
+                    .ins()
+                    .store(host_mem(), z, self.frame, Frame::OFF_FL_CODE);
+            }
         }
         let target = match rip {
             Rip::Const(r) => self.iconst(r),
@@ -787,6 +852,15 @@ impl Lower<'_> {
             .ins()
             .return_call_indirect(self.sigs.block, func, &[st, f]);
         self.b.switch_to_block(back);
+        if let Some(rec) = carry {
+            // Back to the dispatcher: RFLAGS must be whole.
+            let rf = self
+                .b
+                .ins()
+                .load(types::I64, host_mem(), self.state, OFF_RFLAGS);
+            let rf = self.call_fold(rf, rec);
+            self.b.ins().store(host_mem(), rf, self.state, OFF_RFLAGS);
+        }
         let code = self.b.ins().iconst(types::I32, ret::DISPATCH as i64);
         self.b.ins().return_(&[code]);
     }
