@@ -39,6 +39,9 @@ pub enum FlagOp {
     /// IMUL: `res` = low half, `b` = overflow (0/1). CF = OF = overflow, SF/PF from the
     /// result, ZF = AF = 0 (host rule, `lockstep_interp::ops::muldiv`).
     Mul,
+    /// CF and OF precomputed in `b` (as their RFLAGS bits), SF/ZF/PF from `res`, AF = 0:
+    /// shifts and rotates by CL, SHLD/SHRD, BT* (`lower::shift`, `lower::bit`).
+    Bits,
     /// A record handed over from a predecessor block of the region: the operation, size and
     /// the flags it defines are only known at run time, encoded in `Pending::code` (see
     /// [`encode`]). Its flags are computed by the `fold_flags` helper, only on the paths that
@@ -64,6 +67,7 @@ pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
         FlagOp::Rol => (11, 0),
         FlagOp::Ror => (12, 0),
         FlagOp::Mul => (13, 0),
+        FlagOp::Bits => (14, 0),
         FlagOp::Dyn => unreachable!("a run-time record has no static encoding"),
     };
     n | (count as u64) << 8 | (size as u64) << 16 | mask << 32
@@ -87,6 +91,7 @@ pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
         11 => FlagOp::Rol,
         12 => FlagOp::Ror,
         13 => FlagOp::Mul,
+        14 => FlagOp::Bits,
         _ => return None,
     };
     Some((op, (code >> 16) as u8, code >> 32))
@@ -111,6 +116,7 @@ pub fn bits_of(op: FlagOp, size: u8, mask: u64, a: u64, b: u64, res: u64, cin: u
             F::Rol => res & 1,
             F::Ror => bit(res, sb),
             F::Mul => b & 1,
+            F::Bits => b & CF,
             F::Logic | F::Inc | F::Dec | F::Dyn => 0,
         };
     }
@@ -135,6 +141,7 @@ pub fn bits_of(op: FlagOp, size: u8, mask: u64, a: u64, b: u64, res: u64, cin: u
             F::Shr(_) => bit(a, sb),
             F::Ror => bit(a ^ (a << sb), sb),
             F::Mul => b & 1,
+            F::Bits => (b & OF) >> 11,
             F::Logic | F::Sar(_) | F::Dyn => 0,
         };
         f |= t << 11;
@@ -282,6 +289,7 @@ impl Lower<'_> {
                 F::Rol => Some(self.b.ins().band_imm_s(res, 1)),
                 F::Ror => Some(self.move_bit(res, sb, 0)),
                 F::Mul => Some(b),
+                F::Bits => Some(self.b.ins().band_imm_s(b, CF as i64)),
                 F::Logic | F::Inc | F::Dec | F::Dyn => None,
             };
             parts.extend(c);
@@ -331,6 +339,10 @@ impl Lower<'_> {
                 }
                 F::Mul => {
                     parts.push(self.b.ins().ishl_imm_s(b, 11));
+                    None
+                }
+                F::Bits => {
+                    parts.push(self.b.ins().band_imm_s(b, OF as i64));
                     None
                 }
                 F::Logic | F::Sar(_) | F::Dyn => None,
@@ -613,7 +625,8 @@ impl Lower<'_> {
                 | FlagOp::Sbb
                 | FlagOp::Shl(_)
                 | FlagOp::Shr(_)
-                | FlagOp::Sar(_),
+                | FlagOp::Sar(_)
+                | FlagOp::Bits,
                 C::e | C::ne | C::s | C::ns,
             ) => {
                 let r = sized(self, p.res);
@@ -625,6 +638,15 @@ impl Lower<'_> {
                     _ => IntCC::SignedGreaterThanOrEqual,
                 };
                 ic(self, c, r, z)
+            }
+            (FlagOp::Bits, C::b | C::ae) => {
+                let t = self.b.ins().band_imm_s(p.b, CF as i64);
+                let c = if cc == C::b {
+                    IntCC::NotEqual
+                } else {
+                    IntCC::Equal
+                };
+                self.b.ins().icmp_imm_s(c, t, 0)
             }
             _ => return None,
         })

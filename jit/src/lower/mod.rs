@@ -8,9 +8,12 @@
 //! registers dirty at that point. So compile-time sets (`loaded`, `dirty`, pending flags) are
 //! exact at each point of the main path.
 
+mod bit;
 pub(crate) mod flags;
 mod insn;
 mod mem;
+mod muldiv;
+mod shift;
 mod sse_int;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
