@@ -7,7 +7,7 @@
 
 use super::flags::FlagOp;
 use super::insn::Outcome;
-use super::{host_mem, Lower, GPRS};
+use super::{host_mem, Lower, Rip, GPRS};
 use crate::frame::{ret, OFF_RFLAGS};
 use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, InstBuilder, Signature, Value};
 use iced_x86::{Instruction, Mnemonic, OpKind, Register};
@@ -34,10 +34,9 @@ pub fn covers(ins: &Instruction) -> bool {
     one && ins.op_count() == 1 && rm_ok(ins, 0)
 }
 
-/// When `cond` is true, leave the block through a cold path that runs the current
-/// instruction through the interpreter's handler (status NEXT becomes DISPATCH: RIP and
-/// `retired` are exact); continue on the main path otherwise. The compile-time state is
-/// left alone.
+/// When `cond` is true, take a cold path that runs the current instruction through the
+/// interpreter's handler and leaves the block (or jumps to the next region block) after it;
+/// continue on the main path otherwise. The compile-time state is left alone.
 pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
     let exit = l.b.create_block();
     let cont = l.b.create_block();
@@ -53,10 +52,38 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
     }
     let _ = l.store_retired();
     let status = l.call_exec_insn(d);
-    let next = l.b.ins().icmp_imm_s(IntCC::Equal, status, ret::NEXT as i64);
-    let disp = l.b.ins().iconst(types::I32, ret::DISPATCH as i64);
-    let code = l.b.ins().select(next, disp, status);
-    l.b.ins().return_(&[code]);
+    // Everything is in memory now, as after a trampoline call: leave with the handler's
+    // status unless it is NEXT, else continue at the next instruction through a chain exit
+    // (or a jump inside the region); the main path's compile-time state is restored after.
+    let saved = (
+        l.loaded,
+        l.dirty,
+        core::mem::take(&mut l.pending),
+        l.k,
+        l.ret_stale,
+        l.rip_in_memory,
+    );
+    l.loaded = 0;
+    l.dirty = 0;
+    l.k = 0;
+    l.ret_stale = false;
+    l.rip_in_memory = true;
+    let r = l.b.ins().load(types::I64, host_mem(), l.retired_ptr, 0);
+    l.b.def_var(l.ret_var, r);
+    let c =
+        l.b.ins()
+            .icmp_imm_s(IntCC::NotEqual, status, ret::NEXT as i64);
+    l.side_exit_if(c, None, Some(status), 0);
+    let next = l.next_ip;
+    l.emit_chain_exit(Rip::Const(next));
+    (
+        l.loaded,
+        l.dirty,
+        l.pending,
+        l.k,
+        l.ret_stale,
+        l.rip_in_memory,
+    ) = saved;
     l.cold = false;
     l.b.switch_to_block(cont);
 }
