@@ -445,3 +445,42 @@ fn division_faults() {
         }
     }
 }
+
+#[test]
+fn scans_counts_and_bswap() {
+    let ops: Vec<Op> = ops![
+        |a: &mut CodeAssembler| a.bsf(rax, rsi),
+        |a: &mut CodeAssembler| a.bsf(eax, esi),
+        |a: &mut CodeAssembler| a.bsf(ax, si),
+        |a: &mut CodeAssembler| a.bsr(rdx, r8),
+        |a: &mut CodeAssembler| a.bsr(edx, r8d),
+        |a: &mut CodeAssembler| a.bsr(dx, r8w),
+        |a: &mut CodeAssembler| a.bsf(rax, qword_ptr(rdi)),
+        |a: &mut CodeAssembler| a.bsr(eax, dword_ptr(rdi + 1)),
+        |a: &mut CodeAssembler| a.bsf(ax, word_ptr(rdi + 2)),
+        |a: &mut CodeAssembler| a.tzcnt(rax, rsi),
+        |a: &mut CodeAssembler| a.tzcnt(eax, esi),
+        |a: &mut CodeAssembler| a.tzcnt(ax, si),
+        |a: &mut CodeAssembler| a.lzcnt(rdx, r8),
+        |a: &mut CodeAssembler| a.lzcnt(edx, r8d),
+        |a: &mut CodeAssembler| a.lzcnt(dx, r8w),
+        |a: &mut CodeAssembler| a.popcnt(rax, rsi),
+        |a: &mut CodeAssembler| a.popcnt(eax, esi),
+        |a: &mut CodeAssembler| a.popcnt(ax, si),
+        |a: &mut CodeAssembler| a.tzcnt(rax, qword_ptr(rdi)),
+        |a: &mut CodeAssembler| a.lzcnt(eax, dword_ptr(rdi)),
+        |a: &mut CodeAssembler| a.popcnt(ax, word_ptr(rdi + 3)),
+        |a: &mut CodeAssembler| a.bswap(rsi),
+        |a: &mut CodeAssembler| a.bswap(r8d),
+        |a: &mut CodeAssembler| {
+            // BSWAP r16 (66 0F C8+r): iced's assembler has no 16-bit form.
+            a.db(&[0x66, 0x0f, 0xce])
+        },
+        // A scan whose source is zero often, followed by a flag reader.
+        |a: &mut CodeAssembler| {
+            a.and(esi, 0x30)?;
+            a.bsf(rax, rsi)
+        },
+    ];
+    check(&ops, &random_rec);
+}

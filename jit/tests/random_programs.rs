@@ -336,6 +336,21 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
                 .ok(),
             }
         }
+        31 => {
+            let sz = g.pick(&[2u8, 4, 8]);
+            let t = sfx(sz);
+            if g.chance(20) {
+                Instruction::with1(code(&format!("Bswap_r{t}")), g.reg(sz)).ok()
+            } else {
+                let m = g.pick(&["Bsf", "Bsr", "Tzcnt", "Lzcnt", "Popcnt"]);
+                let c = code(&format!("{m}_r{t}_rm{t}"));
+                if g.chance(70) {
+                    Instruction::with2(c, g.reg(sz), g.reg(sz)).ok()
+                } else {
+                    Instruction::with2(c, g.reg(sz), g.mem(sz)).ok()
+                }
+            }
+        }
         30 => {
             // Divisions rarely (random operands mostly raise #DE, which ends the run).
             let m = if g.chance(85) {
