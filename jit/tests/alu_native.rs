@@ -244,6 +244,34 @@ fn shifts_and_rotates_by_cl() {
     }
     // `shl cl, cl`: the count register is the destination.
     ops.push(Box::new(|a: &mut CodeAssembler| a.shl(cl, cl)));
+    // An inner loop whose flags travel between iterations as run-time records; counts 64 and
+    // 32 (masked to 0) keep the flags of the DEC and of the previous shift's CF.
+    // The same with counts that are multiples of 32: the 32-bit ROL's record (count 0) reaches
+    // the next iteration through the edge, whose SHL (count 0 every other time) folds it.
+    ops.push(Box::new(|a: &mut CodeAssembler| {
+        let mut top = a.create_label();
+        a.and(ecx, 0x60)?;
+        a.mov(r9d, 6u32)?;
+        a.set_label(&mut top)?;
+        a.shl(rsi, cl)?;
+        a.adc(rdx, 0)?;
+        a.sar(rax, cl)?;
+        a.rol(r8d, cl)?;
+        a.lea(rcx, qword_ptr(rcx + 32))?;
+        a.dec(r9d)?;
+        a.jnz(top)
+    }));
+    ops.push(Box::new(|a: &mut CodeAssembler| {
+        let mut top = a.create_label();
+        a.mov(ecx, 70u32)?;
+        a.set_label(&mut top)?;
+        a.shl(rsi, cl)?;
+        a.adc(rdx, 0)?;
+        a.rol(r8d, cl)?;
+        a.sar(rax, cl)?;
+        a.dec(ecx)?;
+        a.jnz(top)
+    }));
     check(&ops, &random_rec);
 }
 

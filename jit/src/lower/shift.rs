@@ -1,15 +1,14 @@
 //! Native lowering of SHL/SAL/SHR/SAR/ROL/ROR of a register by CL (all sizes) and of
 //! SHLD/SHRD of 32/64-bit registers by an immediate or CL, as `lockstep_interp::ops::shift`
 //! and `shift_double` define them (OF for every non-zero count as for a count of 1, AF = 0).
-//! A run-time masked count of 0 changes no flag: that rare case runs the interpreter's
-//! handler in a cold exit that leaves the block (the lazy flag records cannot express
-//! "maybe unchanged").
+//! A run-time masked count of 0 changes no flag: the flags are then folded in a cold block
+//! and the record (`FlagOp::BitsOrKeep`) selects them at run time.
 
 use super::flags::FlagOp;
 use super::insn::Outcome;
-use super::muldiv::handler_exit_if;
-use super::Lower;
-use cranelift_codegen::ir::{condcodes::IntCC, InstBuilder, Value};
+use super::{host_mem, Lower};
+use crate::frame::OFF_RFLAGS;
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::{Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::operand::{gpr_ref, op_size};
@@ -59,6 +58,29 @@ fn cf_of(l: &mut Lower, cf: Value, of: Value) -> Value {
     l.b.ins().bor(cf, o)
 }
 
+/// The current RFLAGS when `zero` is true (folded in a cold block: a count of 0 is rare),
+/// else 0.
+fn old_flags_if(l: &mut Lower, zero: Value) -> Value {
+    let fold = l.b.create_block();
+    let join = l.b.create_block();
+    l.b.append_block_param(join, types::I64);
+    l.b.set_cold_block(fold);
+    let z = l.iconst(0);
+    l.b.ins().brif(zero, fold, &[], join, &[z.into()]);
+    l.b.seal_block(fold);
+    l.b.switch_to_block(fold);
+    l.cold = true;
+    let rf = match l.flags_value() {
+        Some(v) => v,
+        None => l.b.ins().load(types::I64, host_mem(), l.state, OFF_RFLAGS),
+    };
+    l.cold = false;
+    l.b.ins().jump(join, &[rf.into()]);
+    l.b.seal_block(join);
+    l.b.switch_to_block(join);
+    l.b.block_params(join)[0]
+}
+
 /// Lower `d` if it is covered.
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
     let ins = &d.ins;
@@ -70,11 +92,13 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
     let cmask: i64 = if size == 8 { 63 } else { 31 };
     // The masked count: a constant (SHLD/SHRD imm8) or CL's.
     let count_n = if ins.op_count() == 3 { 2 } else { 1 };
+    // For CL: (count is 0, the old RFLAGS on that path, else 0).
+    let mut keep: Option<(Value, Value)> = None;
     let c = if cl(ins, count_n) {
         let rcx = l.gpr(reg::RCX);
         let c = l.b.ins().band_imm_s(rcx, cmask);
         let zero = l.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
-        handler_exit_if(l, zero, d);
+        keep = Some((zero, old_flags_if(l, zero)));
         c
     } else {
         let c = ins.immediate8() as i64 & cmask;
@@ -88,7 +112,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
         }
         l.iconst(c as u64)
     };
-    // From here on the count is 1..=cmask.
+    // From here on the count is 1..=cmask (or, for CL, 0 with `keep`: every value below
+    // is then replaced).
     let dst = ins.op0_register();
     let a = l.read_reg(dst);
     let one = l.iconst(1);
@@ -173,11 +198,24 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
                 (r, cf, l.b.ins().bxor(msb, lsb))
             };
             let r = l.zext(r, size);
+            // (A count of 0 would fill from all of `s`: keep `a`.)
+            let r = match keep {
+                Some((zero, _)) => l.b.ins().select(zero, a, r),
+                None => r,
+            };
             (r, cf_of(l, cf, of), STATUS)
         }
     };
+    // (SHL/SHR/SAR/ROL/ROR by 0 give `a` already.)
     l.write_reg(dst, res);
-    l.set_flags_masked(FlagOp::Bits, a, b, res, size, mask, None);
+    match keep {
+        Some((zero, old)) => {
+            let b = l.b.ins().select(zero, old, b);
+            let z = l.b.ins().uextend(types::I64, zero);
+            l.set_flags_masked(FlagOp::BitsOrKeep, a, b, res, size, mask, Some(z));
+        }
+        None => l.set_flags_masked(FlagOp::Bits, a, b, res, size, mask, None),
+    }
     l.retire();
     Some(Outcome::Continue)
 }
