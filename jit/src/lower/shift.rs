@@ -58,8 +58,7 @@ fn cf_of(l: &mut Lower, cf: Value, of: Value) -> Value {
     l.b.ins().bor(cf, o)
 }
 
-/// The current RFLAGS when `zero` is true (folded in a cold block: a count of 0 is rare),
-/// else 0.
+/// The current RFLAGS when `zero` is true (folded in a cold block), else 0.
 fn old_flags_if(l: &mut Lower, zero: Value) -> Value {
     let fold = l.b.create_block();
     let join = l.b.create_block();
@@ -69,12 +68,11 @@ fn old_flags_if(l: &mut Lower, zero: Value) -> Value {
     l.b.ins().brif(zero, fold, &[], join, &[z.into()]);
     l.b.seal_block(fold);
     l.b.switch_to_block(fold);
-    l.cold = true;
+    // (Inline formulas, not the helper: loops over counts 0..width take this once a round.)
     let rf = match l.flags_value() {
         Some(v) => v,
         None => l.b.ins().load(types::I64, host_mem(), l.state, OFF_RFLAGS),
     };
-    l.cold = false;
     l.b.ins().jump(join, &[rf.into()]);
     l.b.seal_block(join);
     l.b.switch_to_block(join);
