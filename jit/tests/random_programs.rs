@@ -142,7 +142,7 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             _ => v as i32 as i64,
         }
     };
-    let ins = match g.below(30) {
+    let ins = match g.below(34) {
         0..=4 => {
             let m = g.pick(&alu);
             match g.below(4) {
@@ -293,7 +293,79 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
             None
         }
         25 => Instruction::with2(Code::Xchg_rm64_r64, g.reg(8), g.reg(8)).ok(),
-        27 => random_simd(g),
+        32 => random_simd(g),
+        27 => {
+            let m = g.pick(&["Shl", "Shr", "Sar", "Rol", "Ror"]);
+            let c = code(&format!("{m}_rm{s}_CL"));
+            if g.chance(80) {
+                Instruction::with2(c, r, Register::CL).ok()
+            } else {
+                Instruction::with2(c, g.mem(size), Register::CL).ok()
+            }
+        }
+        28 => {
+            let m = g.pick(&["Shld", "Shrd"]);
+            let sz = g.pick(&[2u8, 4, 8, 8]);
+            let t = sfx(sz);
+            if g.chance(50) {
+                let c = code(&format!("{m}_rm{t}_r{t}_CL"));
+                Instruction::with3(c, g.reg(sz), g.reg(sz), Register::CL).ok()
+            } else {
+                let c = code(&format!("{m}_rm{t}_r{t}_imm8"));
+                Instruction::with3(c, g.reg(sz), g.reg(sz), g.below(70) as i32).ok()
+            }
+        }
+        29 => {
+            let m = g.pick(&["Bt", "Bts", "Btr", "Btc"]);
+            let sz = g.pick(&[2u8, 4, 8]);
+            let t = sfx(sz);
+            match g.below(3) {
+                0 => {
+                    Instruction::with2(code(&format!("{m}_rm{t}_r{t}")), g.reg(sz), g.reg(sz)).ok()
+                }
+                1 => Instruction::with2(
+                    code(&format!("{m}_rm{t}_imm8")),
+                    g.reg(sz),
+                    g.below(256) as i32,
+                )
+                .ok(),
+                _ => Instruction::with2(
+                    code(&format!("{m}_rm{t}_imm8")),
+                    g.mem(sz),
+                    g.below(256) as i32,
+                )
+                .ok(),
+            }
+        }
+        31 => {
+            let sz = g.pick(&[2u8, 4, 8]);
+            let t = sfx(sz);
+            if g.chance(20) {
+                Instruction::with1(code(&format!("Bswap_r{t}")), g.reg(sz)).ok()
+            } else {
+                let m = g.pick(&["Bsf", "Bsr", "Tzcnt", "Lzcnt", "Popcnt"]);
+                let c = code(&format!("{m}_r{t}_rm{t}"));
+                if g.chance(70) {
+                    Instruction::with2(c, g.reg(sz), g.reg(sz)).ok()
+                } else {
+                    Instruction::with2(c, g.reg(sz), g.mem(sz)).ok()
+                }
+            }
+        }
+        30 => {
+            // Divisions rarely (random operands mostly raise #DE, which ends the run).
+            let m = if g.chance(85) {
+                g.pick(&["Mul", "Imul"])
+            } else {
+                g.pick(&["Div", "Idiv"])
+            };
+            let c = code(&format!("{m}_rm{s}"));
+            if g.chance(70) {
+                Instruction::with1(c, r).ok()
+            } else {
+                Instruction::with1(c, g.mem(size)).ok()
+            }
+        }
         _ => {
             let m = g.pick(&["Add", "Sub", "Cmp", "And", "Xor"]);
             Instruction::with2(code(&format!("{m}_rm{s}_r{s}")), r, r2).ok()

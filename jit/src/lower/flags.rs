@@ -39,6 +39,12 @@ pub enum FlagOp {
     /// IMUL: `res` = low half, `b` = overflow (0/1). CF = OF = overflow, SF/PF from the
     /// result, ZF = AF = 0 (host rule, `lockstep_interp::ops::muldiv`).
     Mul,
+    /// CF and OF precomputed in `b` (as their RFLAGS bits), SF/ZF/PF from `res`, AF = 0:
+    /// shifts and rotates by CL, SHLD/SHRD, BT* (`lower::shift`, `lower::bit`).
+    Bits,
+    /// As `Bits`, unless `Pending::cin` is 1 (a run-time shift count of 0): then the flags
+    /// are unchanged, their old values being the bits of `b` (the whole RFLAGS).
+    BitsOrKeep,
     /// A record handed over from a predecessor block of the region: the operation, size and
     /// the flags it defines are only known at run time, encoded in `Pending::code` (see
     /// [`encode`]). Its flags are computed by the `fold_flags` helper, only on the paths that
@@ -64,6 +70,8 @@ pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
         FlagOp::Rol => (11, 0),
         FlagOp::Ror => (12, 0),
         FlagOp::Mul => (13, 0),
+        FlagOp::Bits => (14, 0),
+        FlagOp::BitsOrKeep => (15, 0),
         FlagOp::Dyn => unreachable!("a run-time record has no static encoding"),
     };
     n | (count as u64) << 8 | (size as u64) << 16 | mask << 32
@@ -87,6 +95,8 @@ pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
         11 => FlagOp::Rol,
         12 => FlagOp::Ror,
         13 => FlagOp::Mul,
+        14 => FlagOp::Bits,
+        15 => FlagOp::BitsOrKeep,
         _ => return None,
     };
     Some((op, (code >> 16) as u8, code >> 32))
@@ -99,6 +109,9 @@ pub fn bits_of(op: FlagOp, size: u8, mask: u64, a: u64, b: u64, res: u64, cin: u
     use FlagOp as F;
     let sb = (size as u32 * 8).clamp(8, 64) - 1;
     let bit = |v: u64, n: u32| (v >> n.min(63)) & 1;
+    if op == F::BitsOrKeep && cin != 0 {
+        return b & mask;
+    }
     let mut f = 0;
     if mask & CF != 0 {
         f |= match op {
@@ -111,6 +124,7 @@ pub fn bits_of(op: FlagOp, size: u8, mask: u64, a: u64, b: u64, res: u64, cin: u
             F::Rol => res & 1,
             F::Ror => bit(res, sb),
             F::Mul => b & 1,
+            F::Bits | F::BitsOrKeep => b & CF,
             F::Logic | F::Inc | F::Dec | F::Dyn => 0,
         };
     }
@@ -135,6 +149,7 @@ pub fn bits_of(op: FlagOp, size: u8, mask: u64, a: u64, b: u64, res: u64, cin: u
             F::Shr(_) => bit(a, sb),
             F::Ror => bit(a ^ (a << sb), sb),
             F::Mul => b & 1,
+            F::Bits | F::BitsOrKeep => (b & OF) >> 11,
             F::Logic | F::Sar(_) | F::Dyn => 0,
         };
         f |= t << 11;
@@ -282,6 +297,7 @@ impl Lower<'_> {
                 F::Rol => Some(self.b.ins().band_imm_s(res, 1)),
                 F::Ror => Some(self.move_bit(res, sb, 0)),
                 F::Mul => Some(b),
+                F::Bits | F::BitsOrKeep => Some(self.b.ins().band_imm_s(b, CF as i64)),
                 F::Logic | F::Inc | F::Dec | F::Dyn => None,
             };
             parts.extend(c);
@@ -333,6 +349,10 @@ impl Lower<'_> {
                     parts.push(self.b.ins().ishl_imm_s(b, 11));
                     None
                 }
+                F::Bits | F::BitsOrKeep => {
+                    parts.push(self.b.ins().band_imm_s(b, OF as i64));
+                    None
+                }
                 F::Logic | F::Sar(_) | F::Dyn => None,
             };
             if let Some(t) = t {
@@ -341,10 +361,17 @@ impl Lower<'_> {
         }
         let mut acc = match parts.first() {
             Some(&v) => v,
-            None => return self.iconst(0),
+            None => self.iconst(0),
         };
-        for &v in &parts[1..] {
+        for &v in parts.iter().skip(1) {
             acc = self.b.ins().bor(acc, v);
+        }
+        if p.op == F::BitsOrKeep {
+            // A count of 0: the old flags, kept in `b`.
+            let keep = self.b.ins().band_imm_s(b, want as i64);
+            let cin = p.cin.expect("BitsOrKeep has its zero-count flag");
+            let z = self.b.ins().icmp_imm_s(IntCC::NotEqual, cin, 0);
+            acc = self.b.ins().select(z, keep, acc);
         }
         acc
     }
@@ -682,7 +709,8 @@ impl Lower<'_> {
                 | FlagOp::Sbb
                 | FlagOp::Shl(_)
                 | FlagOp::Shr(_)
-                | FlagOp::Sar(_),
+                | FlagOp::Sar(_)
+                | FlagOp::Bits,
                 C::e | C::ne | C::s | C::ns,
             ) => {
                 let r = sized(self, p.res);
@@ -694,6 +722,15 @@ impl Lower<'_> {
                     _ => IntCC::SignedGreaterThanOrEqual,
                 };
                 ic(self, c, r, z)
+            }
+            (FlagOp::Bits, C::b | C::ae) => {
+                let t = self.b.ins().band_imm_s(p.b, CF as i64);
+                let c = if cc == C::b {
+                    IntCC::NotEqual
+                } else {
+                    IntCC::Equal
+                };
+                self.b.ins().icmp_imm_s(c, t, 0)
             }
             _ => return None,
         })
@@ -707,5 +744,36 @@ impl Lower<'_> {
             _ => types::I64,
         };
         self.b.ins().iconst(ty, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_or_keep_keeps_the_old_flags_for_a_zero_count() {
+        let old = CF | ZF | SF | AF | OF | 0x202;
+        assert_eq!(
+            bits_of(FlagOp::BitsOrKeep, 8, STATUS, 5, old, 0, 1),
+            old & STATUS
+        );
+        assert_eq!(
+            bits_of(FlagOp::BitsOrKeep, 4, CF | OF, 5, old, 0, 1),
+            CF | OF
+        );
+        // Count non-zero: as `Bits` (CF and OF from `b`, SF/ZF/PF from the result, AF = 0).
+        for (b, res) in [(CF, 0u64), (OF, 0x80), (CF | OF, 0x8000_0000), (0, 3)] {
+            assert_eq!(
+                bits_of(FlagOp::BitsOrKeep, 4, STATUS, 7, b, res, 0),
+                bits_of(FlagOp::Bits, 4, STATUS, 7, b, res, 0)
+            );
+        }
+        assert_eq!(
+            bits_of(FlagOp::Bits, 4, STATUS, 0, CF, 0x8000_0000, 0),
+            CF | SF | PF
+        );
+        let code = encode(FlagOp::BitsOrKeep, 2, CF | OF);
+        assert_eq!(decode(code), Some((FlagOp::BitsOrKeep, 2, CF | OF)));
     }
 }

@@ -60,7 +60,11 @@ fn imm(ins: &Instruction, n: u32) -> Option<u64> {
 
 /// Does the native lowering cover this instruction (same decision as [`lower`])?
 pub fn is_native(d: &DecodedInsn) -> bool {
-    classify(&d.ins).is_some() || super::sse_int::covers(&d.ins)
+    classify(&d.ins).is_some()
+        || super::sse_int::covers(&d.ins)
+        || super::muldiv::covers(&d.ins)
+        || super::shift::covers(&d.ins)
+        || super::bit::covers(&d.ins)
 }
 
 #[derive(Clone, Copy)]
@@ -343,6 +347,10 @@ fn gp_if_noncanonical(l: &mut Lower, target: Value) {
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
     let ins = &d.ins;
     if let Some(o) = super::sse_int::lower(l, d) {
+        return o;
+    }
+    let alu_families = [super::muldiv::lower, super::shift::lower, super::bit::lower];
+    if let Some(o) = alu_families.iter().find_map(|f| f(l, d)) {
         return o;
     }
     let Some(kind) = classify(ins) else {

@@ -9,9 +9,12 @@
 //! exact at each point of the main path.
 
 mod avx_int;
+mod bit;
 pub(crate) mod flags;
 mod insn;
 mod mem;
+mod muldiv;
+mod shift;
 mod sse_int;
 mod sse_mov;
 
