@@ -495,6 +495,19 @@ impl Jit {
                 // outlives the call and is not touched by Rust code while the block runs (only
                 // through the frame, by the helpers).
                 let code = unsafe { enter(frame.state, &mut frame, f) };
+                // Compiled code may leave the status flags as a record (see
+                // `lower::flags::Lower::handover_record`): RFLAGS is whole from here on.
+                if frame.fl_code != 0 {
+                    let st = &mut ctx.cpu.state;
+                    st.rflags = crate::helpers::fold_flags(
+                        st.rflags,
+                        frame.fl_code,
+                        frame.fl_a,
+                        frame.fl_b,
+                        frame.fl_res,
+                        frame.fl_cin,
+                    );
+                }
                 self.stats.compiled_runs += 1;
                 self.stats.chained_runs += frame.chains;
                 if self.config.test_corrupt_rax {

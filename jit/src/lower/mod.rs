@@ -235,18 +235,12 @@ const FLAG_RECORD: [i32; 5] = [
 /// On entry through a chained jump, check that this function is still the right code for its
 /// RIP (see `crate::chain`): the execute TLB maps the RIP's page to the block's physical page,
 /// and the block's code pages have the code words they had at decode. Otherwise return to the
-/// dispatcher, nothing done (the exit that jumped here stored RIP and `retired`; the flag
-/// record it handed over is folded into RFLAGS first). The dispatcher's own call
+/// dispatcher, nothing done (the exit that jumped here stored RIP, `retired` and the flag
+/// record the dispatcher folds). The dispatcher's own call
 /// (`Frame::entered` = 1) skips the check it has just made. Leaves the builder in the block
 /// where the function's body starts; returns the flag record the body starts with
 /// (`[code, a, b, res, cin]`, code 0 when entered from the dispatcher).
-fn entry_check(
-    b: &mut FunctionBuilder<'_>,
-    state: Value,
-    frame: Value,
-    fold: SigRef,
-    entry: &Block,
-) -> [Value; 5] {
+fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Value; 5] {
     use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
     let key = entry.key();
     let vpn = key.rip >> 12;
@@ -291,15 +285,6 @@ fn entry_check(
     b.seal_block(fail);
     b.seal_block(body);
     b.switch_to_block(fail);
-    let rf = b.ins().load(types::I64, host_mem(), state, OFF_RFLAGS);
-    let f = b
-        .ins()
-        .iconst(types::I64, crate::helpers::fold_flags as *const () as i64);
-    let call = b
-        .ins()
-        .call_indirect(fold, f, &[rf, got[0], got[1], got[2], got[3], got[4]]);
-    let rf = b.inst_results(call)[0];
-    b.ins().store(host_mem(), rf, state, OFF_RFLAGS);
     let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
     b.ins().return_(&[code]);
     b.switch_to_block(body);
@@ -321,7 +306,7 @@ pub fn lower_region(
     let state = b.block_params(entry)[0];
     let frame = b.block_params(entry)[1];
     let sigs = sig_for(&mut b);
-    let incoming = entry_check(&mut b, state, frame, sigs.fold, blocks[0]);
+    let incoming = entry_check(&mut b, frame, blocks[0]);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let retired_ptr = b
@@ -686,15 +671,41 @@ impl Lower<'_> {
 
     // ----- exits -----
 
+    /// Leave the flags for whoever runs next: a single pending record that defines every
+    /// status flag goes to the frame (`Frame::fl_code`, …) as it is — the next block of a
+    /// chained jump takes it over, and the dispatcher folds it into RFLAGS when compiled code
+    /// returns — with the rest of RFLAGS stored; anything else is folded and stored, and the
+    /// frame's record cleared. No helper call on this path.
+    fn store_flags_for_exit(&mut self) {
+        match self.handover_record() {
+            Some(rec) => {
+                if self.dirty & (1 << RFLAGS) != 0 {
+                    let f = self.b.use_var(self.vars[RFLAGS]);
+                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+                }
+                for (v, off) in rec.iter().zip(FLAG_RECORD) {
+                    self.b.ins().store(host_mem(), *v, self.frame, off);
+                }
+            }
+            None => {
+                if let Some(f) = self.flags_value() {
+                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+                }
+                let z = self.iconst(0);
+                self.b
+                    .ins()
+                    .store(host_mem(), z, self.frame, Frame::OFF_FL_CODE);
+            }
+        }
+    }
+
     /// Emit, in the current (side) block, the exit: write back dirty registers and the flags,
     /// RIP and `retired`, then return `code`. Leaves the compile-time state untouched.
     fn emit_exit_code(&mut self, rip: Option<Rip>, code: Value) {
         // Exits are cold: fold the flags through the helper (small code) rather than inline.
         self.cold = true;
         self.store_regs(self.dirty & GPRS);
-        if let Some(f) = self.flags_value() {
-            self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
-        }
+        self.store_flags_for_exit();
         match rip {
             Some(Rip::Const(r)) => {
                 let v = self.iconst(r);
@@ -781,30 +792,7 @@ impl Lower<'_> {
             Rip::Dyn(_) => {}
         }
         self.store_regs(self.dirty & GPRS);
-        // A single pending record that defines every status flag travels to the next block
-        // in the frame instead of being folded here (the next block usually overwrites the
-        // flags; a return to the dispatcher folds it below).
-        let carry = self.handover_record();
-        match carry {
-            Some(rec) => {
-                if self.dirty & (1 << RFLAGS) != 0 {
-                    let f = self.b.use_var(self.vars[RFLAGS]);
-                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
-                }
-                for (v, off) in rec.iter().zip(FLAG_RECORD) {
-                    self.b.ins().store(host_mem(), *v, self.frame, off);
-                }
-            }
-            None => {
-                if let Some(f) = self.flags_value() {
-                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
-                }
-                let z = self.iconst(0);
-                self.b
-                    .ins()
-                    .store(host_mem(), z, self.frame, Frame::OFF_FL_CODE);
-            }
-        }
+        self.store_flags_for_exit();
         let target = match rip {
             Rip::Const(r) => self.iconst(r),
             Rip::Dyn(v) => v,
@@ -855,15 +843,6 @@ impl Lower<'_> {
             .ins()
             .return_call_indirect(self.sigs.block, func, &[st, f]);
         self.b.switch_to_block(back);
-        if let Some(rec) = carry {
-            // Back to the dispatcher: RFLAGS must be whole.
-            let rf = self
-                .b
-                .ins()
-                .load(types::I64, host_mem(), self.state, OFF_RFLAGS);
-            let rf = self.call_fold(rf, rec);
-            self.b.ins().store(host_mem(), rf, self.state, OFF_RFLAGS);
-        }
         let code = self.b.ins().iconst(types::I32, ret::DISPATCH as i64);
         self.b.ins().return_(&[code]);
     }
