@@ -6,7 +6,7 @@
 //! of the C convention compiled into each module that calls a block and returns its status.
 
 use crate::frame::Frame;
-use crate::lower::{self, HelperSigs, LowerStats};
+use crate::lift::{self, HelperSigs, LowerStats};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
@@ -110,7 +110,7 @@ fn make_enter(
     b.switch_to_block(blk);
     b.seal_block(blk);
     let p = b.block_params(blk).to_vec();
-    let bsig = b.import_signature(lower::block_signature(CallConv::Tail));
+    let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
     let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1]]);
     let r = b.inst_results(call)[0];
     b.ins().return_(&[r]);
@@ -145,8 +145,8 @@ impl Compiler {
         let mut fctx = FunctionBuilderContext::new();
         let enter = make_enter(&mut module, &mut ctx, &mut fctx);
         Compiler {
-            sig: lower::block_signature(CallConv::Tail),
-            helper_sigs: lower::helper_signatures(cc),
+            sig: lift::block_signature(CallConv::Tail),
+            helper_sigs: lift::helper_signatures(cc),
             module: Some(module),
             ctx,
             fctx,
@@ -192,7 +192,7 @@ impl Compiler {
         let bsig = self.sig.clone();
         let table = self.chain_table;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let stats = lower::lower_region(builder, blocks, native, frontend, table, |b| HelperSigs {
+        let stats = lift::lower_region(builder, blocks, native, frontend, table, |b| HelperSigs {
             exec: b.import_signature(hs[0].clone()),
             load: b.import_signature(hs[1].clone()),
             store: b.import_signature(hs[2].clone()),

@@ -496,7 +496,7 @@ impl Jit {
                 // through the frame, by the helpers).
                 let code = unsafe { enter(frame.state, &mut frame, f) };
                 // Compiled code may leave the status flags as a record (see
-                // `lower::flags::Lower::handover_record`): RFLAGS is whole from here on.
+                // `lift::flags::Lower::handover_record`): RFLAGS is whole from here on.
                 if frame.fl_code != 0 {
                     let st = &mut ctx.cpu.state;
                     st.rflags = crate::helpers::fold_flags(

@@ -49,7 +49,7 @@ pub struct Frame {
     pub code_table: *const u32,
     pub entered: u64,
     /// A flag record handed from a block exit to the block it jumps to (see
-    /// `lower::flags::encode`; `fl_code` 0: none): the status flags in `CpuState::rflags` are
+    /// `lift::flags::encode`; `fl_code` 0: none): the status flags in `CpuState::rflags` are
     /// stale and this record defines them. Only meaningful on entry through a chained jump.
     pub fl_code: u64,
     pub fl_a: u64,

@@ -105,10 +105,10 @@ pub unsafe extern "C" fn raise(frame: *mut Frame, kind: u64) {
     f.exit = Some(ExitReason::Exception(Fault::GP0));
 }
 
-/// Fold a run-time flag record (see `lower::flags::encode`) into `base`: the flags the record
+/// Fold a run-time flag record (see `lift::flags::encode`) into `base`: the flags the record
 /// defines are replaced by the ones its operation computes. Pure function of its arguments.
 pub extern "C" fn fold_flags(base: u64, code: u64, a: u64, b: u64, res: u64, cin: u64) -> u64 {
-    use crate::lower::flags::{bits_of, decode};
+    use crate::lift::flags::{bits_of, decode};
     match decode(code) {
         None => base,
         Some((op, size, mask)) => (base & !mask) | bits_of(op, size, mask, a, b, res, cin),

@@ -13,7 +13,7 @@ pub mod engine;
 pub mod frame;
 pub mod fuzzing;
 pub mod helpers;
-pub mod lower;
+pub mod lift;
 pub mod region;
 pub mod step;
 pub mod verify;

@@ -1,5 +1,5 @@
-//! The natively lowered one-operand MUL/IMUL, DIV/IDIV (`lower/muldiv.rs`), shifts and
-//! rotates by CL and SHLD/SHRD (`lower/shift.rs`) and BT/BTS/BTR/BTC (`lower/bit.rs`) against
+//! The natively lowered one-operand MUL/IMUL, DIV/IDIV (`lift/muldiv.rs`), shifts and
+//! rotates by CL and SHLD/SHRD (`lift/shift.rs`) and BT/BTS/BTR/BTC (`lift/bit.rs`) against
 //! the interpreter: every form and size, edge and random (xorshift) operands, the flags
 //! captured after each instruction (PUSHFQ and SETcc), faults (#DE) and budget slices.
 

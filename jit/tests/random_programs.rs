@@ -374,7 +374,7 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
     ins.unwrap_or_else(|| Instruction::with(Code::Nopd))
 }
 
-/// One SSE/AVX integer instruction of the natively lowered set (`lower/sse_int.rs`).
+/// One SSE/AVX integer instruction of the natively lowered set (`lift/sse_int.rs`).
 fn random_simd(g: &mut Gen) -> Option<Instruction> {
     let x = |g: &mut Gen| reg_at(Register::XMM0 as u32 + g.below(16) as u32);
     let y = |g: &mut Gen| reg_at(Register::YMM0 as u32 + g.below(16) as u32);

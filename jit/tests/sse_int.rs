@@ -1,4 +1,4 @@
-//! The natively lowered SSE/AVX integer instructions (`lower/{sse_int,sse_mov,avx_int}.rs`)
+//! The natively lowered SSE/AVX integer instructions (`lift/{sse_int,sse_mov,avx_int}.rs`)
 //! against the interpreter: random XMM/YMM and memory contents, register and memory operands
 //! (aligned, misaligned, page-crossing, faulting), CR0.TS set (#NM), AVX disabled in XCR0
 //! (#UD) and loops that run compiled.

@@ -40,7 +40,7 @@ pub enum FlagOp {
     /// result, ZF = AF = 0 (host rule, `lockstep_interp::ops::muldiv`).
     Mul,
     /// CF and OF precomputed in `b` (as their RFLAGS bits), SF/ZF/PF from `res`, AF = 0:
-    /// shifts and rotates by CL, SHLD/SHRD, BT* (`lower::shift`, `lower::bit`).
+    /// shifts and rotates by CL, SHLD/SHRD, BT* (`lift::shift`, `lift::bit`).
     Bits,
     /// As `Bits`, unless `Pending::cin` is 1 (a run-time shift count of 0): then the flags
     /// are unchanged, their old values being the bits of `b` (the whole RFLAGS).

@@ -243,13 +243,8 @@ fn used_gprs(ins: &Instruction) -> u32 {
 }
 
 impl Lower<'_> {
-    /// The checks every SSE instruction makes (`check_sse`): CR0.EM and CR0.TS clear,
-    /// CR4.OSFXSR set — computed once per block (until a trampoline call, which may change
-    /// CR0/CR4).
-    fn sse_enabled(&mut self) -> Value {
-        if let Some(v) = self.sse_ok {
-            return v;
-        }
+    /// CR0 and CR4 as they are now (in `CpuState`).
+    fn cr0_cr4(&mut self) -> (Value, Value) {
         let st = self.state;
         let cr0 = self
             .b
@@ -259,6 +254,17 @@ impl Lower<'_> {
             .b
             .ins()
             .load(types::I64, host_mem(), st, crate::frame::OFF_CR4);
+        (cr0, cr4)
+    }
+
+    /// The checks every SSE instruction makes (`check_sse`): CR0.EM and CR0.TS clear,
+    /// CR4.OSFXSR set — computed once per block (until a trampoline call, which may change
+    /// CR0/CR4).
+    fn sse_enabled(&mut self) -> Value {
+        if let Some(v) = self.sse_ok {
+            return v;
+        }
+        let (cr0, cr4) = self.cr0_cr4();
         let em_ts = (ctl::CR0_EM | ctl::CR0_TS) as i64;
         let bad0 = self.b.ins().band_imm_s(cr0, em_ts);
         let ok0 = self.b.ins().icmp_imm_s(IntCC::Equal, bad0, 0);
@@ -276,15 +282,8 @@ impl Lower<'_> {
         if let Some(v) = self.avx_ok {
             return v;
         }
+        let (cr0, cr4) = self.cr0_cr4();
         let st = self.state;
-        let cr0 = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), st, crate::frame::OFF_CR0);
-        let cr4 = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), st, crate::frame::OFF_CR4);
         let xcr0 = self.b.ins().load(
             types::I64,
             host_mem(),
