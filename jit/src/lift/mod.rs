@@ -212,7 +212,12 @@ fn overwrites_flags_first(block: &Block) -> bool {
         if !insn::is_native(d) || d.ins.rflags_read() & status != 0 {
             return false;
         }
-        if d.ins.rflags_modified() & status == status {
+        // (iced counts DIV/IDIV's "undefined" flags as modified; the interpreter leaves them.)
+        let div = matches!(
+            d.ins.mnemonic(),
+            iced_x86::Mnemonic::Div | iced_x86::Mnemonic::Idiv
+        );
+        if d.ins.rflags_modified() & status == status && !div {
             return true;
         }
     }
