@@ -216,16 +216,24 @@ const FINALIZE_WAIT: u32 = 64;
 /// the page's blocks run in the interpreter — same results, bounded compile time.
 const MAX_PAGE_COMPILES: u32 = 256;
 
+/// One cache line: what the dispatcher reads on every lookup; the rest is boxed.
+#[repr(align(64))]
 struct Entry {
     key: BlockKey,
     block: Arc<Block>,
-    /// The other blocks compiled into this entry's function (kept alive: compiled code points
-    /// at their decoded instructions).
-    region: Vec<Arc<Block>>,
     /// Code bitness of the block (16, 32 or 64).
     block_bitness: u32,
     count: u32,
     tier: Tier,
+    extra: Option<Box<CompiledExtra>>,
+}
+
+/// What a compiled entry keeps besides its function.
+struct CompiledExtra {
+    /// The other blocks compiled into this entry's function, held (never read) so that they
+    /// stay alive: compiled code points at their decoded instructions.
+    _region: Vec<Arc<Block>>,
+    /// The function's Cranelift IR, when kept (`JitConfig::keep_ir`).
     ir: Option<String>,
 }
 
@@ -343,7 +351,10 @@ impl Jit {
 
     /// The decoded block and IR text (if kept) cached under `key`.
     pub fn block_info(&self, key: &BlockKey) -> Option<(Arc<Block>, Option<&str>)> {
-        self.entry(key).map(|e| (e.block.clone(), e.ir.as_deref()))
+        self.entry(key).map(|e| {
+            let ir = e.extra.as_ref().and_then(|x| x.ir.as_deref());
+            (e.block.clone(), ir)
+        })
     }
 
     /// Run exactly one block (compiled or interpreted) within the budget; used by `Verify`.
@@ -422,11 +433,10 @@ impl Jit {
                 let i = self.insert_entry(Entry {
                     key,
                     block,
-                    region: Vec::new(),
                     block_bitness: bitness,
                     count: 0,
                     tier: Tier::Cold,
-                    ir: None,
+                    extra: None,
                 });
                 (i, false)
             }
@@ -654,8 +664,10 @@ impl Jit {
                         self.stats.region_edges += c.stats.edges as u64;
                         self.stats.dyn_folds += c.stats.dyn_folds as u64;
                         e.tier = Tier::Pending(c.id);
-                        e.ir = c.ir;
-                        e.region = region.into_iter().skip(1).collect();
+                        e.extra = Some(Box::new(CompiledExtra {
+                            _region: region.into_iter().skip(1).collect(),
+                            ir: c.ir,
+                        }));
                         self.pending.push(*key);
                     }
                     Err(msg) => {
