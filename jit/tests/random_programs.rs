@@ -423,11 +423,15 @@ fn random_simd(g: &mut Gen) -> Option<Instruction> {
             };
             Instruction::with2(c, r, x(g)).ok()
         }
-        5 => match g.below(4) {
+        5 => match g.below(8) {
             0 => Instruction::with2(Code::Movq_xmm_xmmm64, x(g), g.mem(8)).ok(),
             1 => Instruction::with2(Code::Movq_xmmm64_xmm, g.mem(8), x(g)).ok(),
             2 => Instruction::with2(Code::Movd_xmm_rm32, x(g), g.mem(4)).ok(),
-            _ => Instruction::with2(Code::Movd_rm32_xmm, g.mem(4), x(g)).ok(),
+            3 => Instruction::with2(Code::Movd_rm32_xmm, g.mem(4), x(g)).ok(),
+            4 => Instruction::with2(Code::Movsd_xmm_xmmm64, x(g), g.mem(8)).ok(),
+            5 => Instruction::with2(Code::Movss_xmmm32_xmm, g.mem(4), x(g)).ok(),
+            6 => Instruction::with2(Code::Movsd_xmm_xmmm64, x(g), x(g)).ok(),
+            _ => Instruction::with2(Code::Movss_xmmm32_xmm, x(g), x(g)).ok(),
         },
         6 => {
             let c = g.pick(&[Code::Pslldq_xmm_imm8, Code::Psrldq_xmm_imm8]);

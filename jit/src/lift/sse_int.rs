@@ -72,6 +72,9 @@ pub(super) enum Op {
     /// MOVD/MOVQ r/m32|r/m64, xmm and MOVQ xmm/m64, xmm: the low 4/8 bytes of the source; an
     /// XMM destination gets them zero-extended as for [`Op::MovToVec`].
     MovFromVec,
+    /// MOVSS/MOVSD xmm, xmm (either encoding): the low 4/8 bytes of the source replace
+    /// those of the destination; the rest of the destination is kept.
+    MovLow(u8),
     /// PMOVMSKB r32|r64, xmm|ymm: bit i = sign bit of byte i (zero-extended).
     Movmsk,
     /// VZEROUPPER: bits 255:128 of every YMM register become zero.
@@ -683,6 +686,17 @@ fn fast_path(
                 }
                 _ if gpr_ref(ins.op0_register()).is_some() => l.write_reg(ins.op0_register(), q),
                 _ => dst_q(l, q),
+            }
+        }
+        Op::MovLow(w) => {
+            let st = l.state;
+            let (from, to) = (vec_off(ins.op1_register()), vec_off(ins.op0_register()));
+            if w == 8 {
+                let q = l.b.ins().load(types::I64, host_mem(), st, from);
+                l.b.ins().store(host_mem(), q, st, to);
+            } else {
+                let d = l.b.ins().load(types::I32, host_mem(), st, from);
+                l.b.ins().store(host_mem(), d, st, to);
             }
         }
         Op::Movmsk => {

@@ -1,10 +1,11 @@
 //! Which legacy-SSE data moves `sse_int.rs` lowers natively (`lockstep_interp::ops::sse_mov`):
 //! MOVDQA/MOVDQU/MOVAPS/MOVUPS/MOVAPD/MOVUPD loads, stores and register moves, MOVNTDQ/
 //! MOVNTPS/MOVNTPD stores, MOVD/MOVQ between XMM and r/m32|r/m64, MOVQ xmm, xmm/m64 and
-//! MOVQ xmm/m64, xmm.
+//! MOVQ xmm/m64, xmm, MOVSS/MOVSD (loads zero the rest of the low 128 bits, register forms
+//! merge the low element, stores write it).
 
 use super::sse_int::{Op, Spec};
-use iced_x86::{Code, Instruction};
+use iced_x86::{Code, Instruction, OpKind};
 
 /// The move `ins` is, if covered (legacy encodings only).
 pub(super) fn classify(ins: &Instruction) -> Option<Spec> {
@@ -28,6 +29,16 @@ pub(super) fn classify(ins: &Instruction) -> Option<Spec> {
         // (No alignment rule: MOVD/MOVQ access 4 or 8 bytes with `read_op`/`write_op`.)
         C::Movd_xmm_rm32 | C::Movq_xmm_rm64 | C::Movq_xmm_xmmm64 => Spec::legacy(Op::MovToVec, 1),
         C::Movd_rm32_xmm | C::Movq_rm64_xmm | C::Movq_xmmm64_xmm => Spec::legacy(Op::MovFromVec, 1),
+        // MOVSS/MOVSD (`sse_mov::movss_load` …): a memory source zeroes bits 127:32|64 as
+        // MOVD/MOVQ do; a memory destination gets the low element; register forms merge it.
+        C::Movss_xmm_xmmm32 | C::Movsd_xmm_xmmm64 if ins.op1_kind() == OpKind::Memory => {
+            Spec::legacy(Op::MovToVec, 1)
+        }
+        C::Movss_xmmm32_xmm | C::Movsd_xmmm64_xmm if ins.op0_kind() == OpKind::Memory => {
+            Spec::legacy(Op::MovFromVec, 1)
+        }
+        C::Movss_xmm_xmmm32 | C::Movss_xmmm32_xmm => Spec::legacy(Op::MovLow(4), 1),
+        C::Movsd_xmm_xmmm64 | C::Movsd_xmmm64_xmm => Spec::legacy(Op::MovLow(8), 1),
         _ => return None,
     })
 }
