@@ -52,9 +52,7 @@ impl Block {
     /// Are all of the block's code pages unchanged since decode?
     #[inline]
     pub fn valid(&self, ram: &GuestRam) -> bool {
-        self.pages[..self.npages]
-            .iter()
-            .all(|&(p, v)| ram.is_code_page(p) && ram.code_version(p) == v)
+        self.code_words().all(|(p, w)| ram.code_word(p) == w)
     }
 
     /// The physical pages the block's bytes came from (one or two), each with the code word

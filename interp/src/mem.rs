@@ -129,14 +129,9 @@ impl GuestRam {
         self.write_phys(addr, &v.to_le_bytes())
     }
 
-    /// Current code version of the page holding `addr` (mark bit stripped).
-    #[inline]
-    pub fn code_version(&self, page: u64) -> u32 {
-        self.code[page as usize] & !CODE_MARK
-    }
-
     /// The raw code word of a page: its version with the mark bit ([`GuestRam::code_table`]).
-    /// A block of the page is valid while this word equals the one seen when it was checked.
+    /// A block decoded from the page at version `v` is valid while this is
+    /// [`valid_code_word`]`(v)` (`Block::valid`, and compiled code's entry check).
     #[inline]
     pub fn code_word(&self, page: u64) -> u32 {
         self.code[page as usize]

@@ -124,15 +124,11 @@ fn make_enter(
 }
 
 impl Compiler {
-    /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size"); compiled
-    /// blocks chain through the table at `chain_table` (it must outlive the compiler).
-    pub fn with_opt_level(opt_level: &'static str, chain_table: u64) -> Self {
-        Self::with_opt_levels(opt_level, opt_level, chain_table)
-    }
-
-    /// Like [`Compiler::with_opt_level`], with a separate level for regions that contain a
-    /// loop: optimisation pays off where code runs many times in a row, and costs compile
-    /// time everywhere else (docs/jit.md, "Optimisation levels").
+    /// A compiler with Cranelift's `opt_level` ("none", "speed", "speed_and_size") for
+    /// regions without a loop and `loop_opt_level` for regions with one: optimisation pays off
+    /// where code runs many times in a row, and costs compile time everywhere else
+    /// (docs/jit.md, "Compilation"). Compiled blocks chain through the table at `chain_table`
+    /// (it must outlive the compiler).
     pub fn with_opt_levels(
         opt_level: &'static str,
         loop_opt_level: &'static str,

@@ -61,7 +61,7 @@ impl Default for JitConfig {
             batch: 16,
             keep_ir: false,
             native: true,
-            // Measured (docs/jit.md, "Optimisation levels"): "speed" costs compile time that
+            // Measured (docs/jit.md, "Compilation"): "speed" costs compile time that
             // only loops earn back.
             opt_level: "none",
             loop_opt_level: "speed",
@@ -645,8 +645,7 @@ impl Jit {
                 *n += 1;
                 let region = self.region_of(key, ram);
                 let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
-                // Every block of a multi-block region leads back to the entry (`region_of`).
-                let looped = blocks.len() > 1 || crate::region::loops_to_itself(blocks[0]);
+                let looped = crate::region::is_loop(&blocks);
                 let t0 = Instant::now();
                 let compiled =
                     self.compiler

@@ -44,6 +44,13 @@ pub fn loops_to_itself(b: &Block) -> bool {
     successors(b).contains(&start(b))
 }
 
+/// Is `blocks` (entry first, as [`loop_of`] leaves it) a loop: several blocks, which all lead
+/// back to the entry, or one block that branches back to its own start? Such a region keeps
+/// registers in SSA values across iterations and is compiled at the loop optimisation level.
+pub fn is_loop(blocks: &[&Block]) -> bool {
+    blocks.len() > 1 || blocks.first().is_some_and(|b| loops_to_itself(b))
+}
+
 /// The blocks of `blocks` (entry first) from which the entry can be reached again through
 /// the others — the loops through the entry, where keeping registers in SSA values across
 /// iterations pays for the larger compile; just the entry when there is no such loop.

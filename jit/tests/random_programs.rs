@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::compare;
+use common::{code, compare};
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, Formatter, Instruction, InstructionBlock,
     IntelFormatter, MemoryOperand, Register,
@@ -15,14 +15,6 @@ use lockstep_interp::testkit::{CODE_BASE, DATA_BASE};
 use lockstep_jit::JitConfig;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
-fn code(name: &str) -> Code {
-    static MAP: OnceLock<HashMap<String, Code>> = OnceLock::new();
-    let m = MAP.get_or_init(|| Code::values().map(|c| (format!("{c:?}"), c)).collect());
-    *m.get(name).unwrap_or_else(|| panic!("no iced Code {name}"))
-}
 
 struct Gen {
     rng: ChaCha8Rng,

@@ -369,9 +369,7 @@ fn faulting_memory_operands_match_interpreter() {
 /// Every binary form in the lowered tables by name: legacy `op xmm, xmm/m128` and VEX
 /// `op xmm, xmm, xmm/m128` and `op ymm, ymm, ymm/m256`, register and memory sources.
 fn program_all_binary() -> Vec<u8> {
-    use iced_x86::{Code, Instruction, MemoryOperand, Register};
-    let names: std::collections::HashMap<String, Code> =
-        Code::values().map(|c| (format!("{c:?}"), c)).collect();
+    use iced_x86::{Instruction, MemoryOperand, Register};
     let legacy = [
         "Pand",
         "Andps",
@@ -442,13 +440,7 @@ fn program_all_binary() -> Vec<u8> {
         .iter()
         .map(|m| format!("V{}", m.to_lowercase()))
         .collect();
-    let code = |n: &str| -> Code {
-        *names
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(n))
-            .unwrap_or_else(|| panic!("no iced Code {n}"))
-            .1
-    };
+    let code = common::code;
     let x = |i: u32| {
         Register::values()
             .nth((Register::XMM0 as u32 + i % 16) as usize)

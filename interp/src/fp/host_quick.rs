@@ -31,7 +31,15 @@ fn default_env(mx: Mx) -> bool {
 }
 
 /// A host float type the quick path computes in.
-trait Native: Copy + PartialOrd + core::ops::Neg<Output = Self> {
+trait Native:
+    Copy
+    + PartialOrd
+    + core::ops::Neg<Output = Self>
+    + core::ops::Add<Output = Self>
+    + core::ops::Sub<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Div<Output = Self>
+{
     /// Biased exponents of the band (normal numbers far from underflow and overflow).
     const LO: u64;
     const HI: u64;
@@ -39,10 +47,6 @@ trait Native: Copy + PartialOrd + core::ops::Neg<Output = Self> {
     const EXP: u64;
     fn from(bits: u64) -> Self;
     fn bits(self) -> u64;
-    fn add(self, o: Self) -> Self;
-    fn sub(self, o: Self) -> Self;
-    fn mul(self, o: Self) -> Self;
-    fn div(self, o: Self) -> Self;
     fn sqrt(self) -> Self;
     fn is_zero(self) -> bool;
     /// Is `a * b` exactly `r`? (`None`: cannot tell here.)
@@ -76,18 +80,6 @@ impl Native for f32 {
     fn bits(self) -> u64 {
         self.to_bits() as u64
     }
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    fn div(self, o: Self) -> Self {
-        self / o
-    }
     fn sqrt(self) -> Self {
         f32::sqrt(self)
     }
@@ -112,18 +104,6 @@ impl Native for f64 {
     }
     fn bits(self) -> u64 {
         self.to_bits()
-    }
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    fn div(self, o: Self) -> Self {
-        self / o
     }
     fn sqrt(self) -> Self {
         f64::sqrt(self)
@@ -154,9 +134,9 @@ impl Native for f64 {
 /// the band).
 #[inline]
 fn sum_exact<T: Native>(a: T, b: T, s: T) -> bool {
-    let bp = s.sub(a);
-    let ap = s.sub(bp);
-    a.sub(ap).add(b.sub(bp)).is_zero()
+    let bp = s - a;
+    let ap = s - bp;
+    ((a - ap) + (b - bp)).is_zero()
 }
 
 fn arith_native<T: Native>(op: Op, a: u64, b: u64) -> Option<(u64, bool)> {
@@ -167,7 +147,7 @@ fn arith_native<T: Native>(op: Op, a: u64, b: u64) -> Option<(u64, bool)> {
     let (r, exact) = match op {
         Op::Add | Op::Sub => {
             let y = if op == Op::Sub { -y } else { y };
-            let r = x.add(y);
+            let r = x + y;
             // An exact cancellation of band values (or of zeros) is an exact zero.
             if r.is_zero() {
                 return Some((r.bits(), true));
@@ -176,9 +156,9 @@ fn arith_native<T: Native>(op: Op, a: u64, b: u64) -> Option<(u64, bool)> {
         }
         Op::Mul => {
             if x.is_zero() || y.is_zero() {
-                return Some((x.mul(y).bits(), true));
+                return Some(((x * y).bits(), true));
             }
-            let r = x.mul(y);
+            let r = x * y;
             (r, T::mul_exact(x, y, r)?)
         }
         Op::Div => {
@@ -186,9 +166,9 @@ fn arith_native<T: Native>(op: Op, a: u64, b: u64) -> Option<(u64, bool)> {
                 return None;
             }
             if x.is_zero() {
-                return Some((x.div(y).bits(), true));
+                return Some(((x / y).bits(), true));
             }
-            let r = x.div(y);
+            let r = x / y;
             (r, T::div_exact(x, y, r)?)
         }
         Op::Sqrt => {

@@ -6,7 +6,7 @@
 //! the trampoline. Also BSF/BSR/TZCNT/LZCNT/POPCNT (register or memory source) and BSWAP.
 
 use super::flags::FlagOp;
-use super::insn::Outcome;
+use super::insn::{mem_op, reg_op, rm_op, Outcome};
 use super::Lower;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::{Instruction, Mnemonic, OpKind};
@@ -19,10 +19,10 @@ pub fn covers(ins: &Instruction) -> bool {
     if ins.has_lock_prefix() || ins.code_size() != iced_x86::CodeSize::Code64 {
         return false;
     }
-    let reg0 = ins.op0_kind() == OpKind::Register && gpr_ref(ins.op0_register()).is_some();
+    let reg0 = reg_op(ins, 0);
     match ins.mnemonic() {
         Mnemonic::Bsf | Mnemonic::Bsr | Mnemonic::Tzcnt | Mnemonic::Lzcnt | Mnemonic::Popcnt => {
-            return ins.op_count() == 2 && reg0 && super::muldiv::rm_ok(ins, 1);
+            return ins.op_count() == 2 && reg0 && rm_op(ins, 1);
         }
         Mnemonic::Bswap => return ins.op_count() == 1 && reg0,
         _ => {}
@@ -34,13 +34,8 @@ pub fn covers(ins: &Instruction) -> bool {
     {
         return false;
     }
-    let reg = |n: u32| ins.op_kind(n) == OpKind::Register && gpr_ref(ins.op_register(n)).is_some();
     let imm = ins.op1_kind() == OpKind::Immediate8;
-    match ins.op0_kind() {
-        OpKind::Register => reg(0) && (reg(1) || imm),
-        OpKind::Memory => super::mem::addressable(ins) && imm,
-        _ => false,
-    }
+    (reg0 && (reg_op(ins, 1) || imm)) || (mem_op(ins, 0) && imm)
 }
 
 /// Lower `d` if it is covered.

@@ -426,12 +426,7 @@ impl Lower<'_> {
         self.stats.dyn_folds += 1;
         let code = p.code.expect("run-time record has a code");
         let cin = p.cin.expect("run-time record has a carry in");
-        let f = self.iconst(crate::helpers::fold_flags as *const () as u64);
-        let call = self
-            .b
-            .ins()
-            .call_indirect(self.sigs.fold, f, &[rf, code, p.a, p.b, p.res, cin]);
-        let folded = self.b.inst_results(call)[0];
+        let folded = self.call_fold(rf, [code, p.a, p.b, p.res, cin]);
         if p.mask == STATUS {
             return folded;
         }

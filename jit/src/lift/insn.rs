@@ -35,12 +35,18 @@ fn is_gpr(r: Register) -> bool {
 }
 
 /// Operand `n` is a general-purpose register.
-fn reg_op(ins: &Instruction, n: u32) -> bool {
+pub(super) fn reg_op(ins: &Instruction, n: u32) -> bool {
     ins.op_kind(n) == OpKind::Register && is_gpr(ins.op_register(n))
 }
 
-fn mem_op(ins: &Instruction, n: u32) -> bool {
+/// Operand `n` is a memory operand the lowering can address.
+pub(super) fn mem_op(ins: &Instruction, n: u32) -> bool {
     ins.op_kind(n) == OpKind::Memory && super::mem::addressable(ins)
+}
+
+/// Operand `n` is a general-purpose register or an addressable memory operand (r/m).
+pub(super) fn rm_op(ins: &Instruction, n: u32) -> bool {
+    reg_op(ins, n) || mem_op(ins, n)
 }
 
 /// An immediate operand as `read_op` gives it (already masked/sign-extended as iced says).
@@ -58,13 +64,36 @@ fn imm(ins: &Instruction, n: u32) -> Option<u64> {
     })
 }
 
+/// An instruction family lowered in its own file: which instructions it covers, and their
+/// lowering (`None` for anything it does not cover).
+struct Family {
+    covers: fn(&Instruction) -> bool,
+    lower: fn(&mut Lower, &DecodedInsn) -> Option<Outcome>,
+}
+
+/// The families tried before the core subset of this file, in order.
+const FAMILIES: [Family; 4] = [
+    Family {
+        covers: super::sse_int::covers,
+        lower: super::sse_int::lower,
+    },
+    Family {
+        covers: super::muldiv::covers,
+        lower: super::muldiv::lower,
+    },
+    Family {
+        covers: super::shift::covers,
+        lower: super::shift::lower,
+    },
+    Family {
+        covers: super::bit::covers,
+        lower: super::bit::lower,
+    },
+];
+
 /// Does the native lowering cover this instruction (same decision as [`lower`])?
 pub fn is_native(d: &DecodedInsn) -> bool {
-    classify(&d.ins).is_some()
-        || super::sse_int::covers(&d.ins)
-        || super::muldiv::covers(&d.ins)
-        || super::shift::covers(&d.ins)
-        || super::bit::covers(&d.ins)
+    FAMILIES.iter().any(|f| (f.covers)(&d.ins)) || classify(&d.ins).is_some()
 }
 
 #[derive(Clone, Copy)]
@@ -238,25 +267,7 @@ fn classify(ins: &Instruction) -> Option<Kind> {
             }
             _ if ins.flow_control() == FlowControl::ConditionalBranch
                 && ins.op0_kind() == OpKind::NearBranch64
-                && matches!(
-                    ins.mnemonic(),
-                    Mnemonic::Jo
-                        | Mnemonic::Jno
-                        | Mnemonic::Jb
-                        | Mnemonic::Jae
-                        | Mnemonic::Je
-                        | Mnemonic::Jne
-                        | Mnemonic::Jbe
-                        | Mnemonic::Ja
-                        | Mnemonic::Js
-                        | Mnemonic::Jns
-                        | Mnemonic::Jp
-                        | Mnemonic::Jnp
-                        | Mnemonic::Jl
-                        | Mnemonic::Jge
-                        | Mnemonic::Jle
-                        | Mnemonic::Jg
-                )
+                && ins.is_jcc_short_or_near()
                 && is_canonical(ins.near_branch_target()) =>
             {
                 Kind::Jcc
@@ -346,11 +357,7 @@ fn gp_if_noncanonical(l: &mut Lower, target: Value) {
 /// Lower `d` natively if the subset covers it.
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
     let ins = &d.ins;
-    if let Some(o) = super::sse_int::lower(l, d) {
-        return o;
-    }
-    let alu_families = [super::muldiv::lower, super::shift::lower, super::bit::lower];
-    if let Some(o) = alu_families.iter().find_map(|f| f(l, d)) {
+    if let Some(o) = FAMILIES.iter().find_map(|f| (f.lower)(l, d)) {
         return o;
     }
     let Some(kind) = classify(ins) else {

@@ -224,10 +224,6 @@ fn overwrites_flags_first(block: &Block) -> bool {
     false
 }
 
-/// Lift a region into the function under construction in `b` (its signature must be
-/// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
-/// that branches of the region may reach: a branch to one of them becomes a jump inside the
-/// function (registers stay in SSA values, flags stay lazy), guarded by the budget.
 /// Where a flag record handed over by a chained jump travels: `[code, a, b, res, cin]`.
 const FLAG_RECORD: [i32; 5] = [
     Frame::OFF_FL_CODE,
@@ -296,6 +292,10 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Val
     rec
 }
 
+/// Lift a region into the function under construction in `b` (its signature must be
+/// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
+/// that branches of the region may reach: a branch to one of them becomes a jump inside the
+/// function (registers stay in SSA values, flags stay lazy), guarded by the budget.
 pub fn lower_region(
     mut b: FunctionBuilder<'_>,
     blocks: &[&Block],
@@ -319,8 +319,7 @@ pub fn lower_region(
         .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
-    // A region: several blocks, or one block that branches back to its own start.
-    let region = blocks.len() > 1 || crate::region::loops_to_itself(blocks[0]);
+    let region = crate::region::is_loop(blocks);
     let regs_used = if region { registers_used(blocks) } else { 0 };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let members = blocks

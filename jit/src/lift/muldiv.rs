@@ -6,22 +6,13 @@
 //! the block, so every fault and corner case is the interpreter's.
 
 use super::flags::FlagOp;
-use super::insn::Outcome;
+use super::insn::{rm_op, Outcome};
 use super::{host_mem, Lower, Rip, GPRS};
-use crate::frame::{ret, OFF_RFLAGS};
+use crate::frame::OFF_RFLAGS;
 use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, InstBuilder, Signature, Value};
 use iced_x86::{Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
-use lockstep_interp::operand::{gpr_ref, op_size};
-
-/// The source operand is a general-purpose register or an addressable memory operand.
-pub(super) fn rm_ok(ins: &Instruction, n: u32) -> bool {
-    match ins.op_kind(n) {
-        OpKind::Register => gpr_ref(ins.op_register(n)).is_some(),
-        OpKind::Memory => super::mem::addressable(ins),
-        _ => false,
-    }
-}
+use lockstep_interp::operand::op_size;
 
 /// Is `ins` a one-operand MUL/IMUL/DIV/IDIV lowered here?
 pub fn covers(ins: &Instruction) -> bool {
@@ -31,7 +22,7 @@ pub fn covers(ins: &Instruction) -> bool {
     let m = ins.mnemonic();
     let one = matches!(m, Mnemonic::Mul | Mnemonic::Div | Mnemonic::Idiv)
         || (m == Mnemonic::Imul && ins.op_count() == 1);
-    one && ins.op_count() == 1 && rm_ok(ins, 0)
+    one && ins.op_count() == 1 && rm_op(ins, 0)
 }
 
 /// When `cond` is true, take a cold path that runs the current instruction through the
@@ -51,10 +42,9 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
         l.b.ins().store(host_mem(), f, l.state, OFF_RFLAGS);
     }
     let _ = l.store_retired();
-    let status = l.call_exec_insn(d);
-    // Everything is in memory now, as after a trampoline call: leave with the handler's
-    // status unless it is NEXT, else continue at the next instruction through a chain exit
-    // (or a jump inside the region); the main path's compile-time state is restored after.
+    // Everything is in memory now, as for a trampoline call: leave with the handler's status
+    // unless it is NEXT, else continue at the next instruction through a chain exit (or a
+    // jump inside the region); the main path's compile-time state is restored after.
     let saved = (
         l.loaded,
         l.dirty,
@@ -62,18 +52,12 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
         l.k,
         l.ret_stale,
         l.rip_in_memory,
+        l.sse_ok,
+        l.avx_ok,
     );
     l.loaded = 0;
     l.dirty = 0;
-    l.k = 0;
-    l.ret_stale = false;
-    l.rip_in_memory = true;
-    let r = l.b.ins().load(types::I64, host_mem(), l.retired_ptr, 0);
-    l.b.def_var(l.ret_var, r);
-    let c =
-        l.b.ins()
-            .icmp_imm_s(IntCC::NotEqual, status, ret::NEXT as i64);
-    l.side_exit_if(c, None, Some(status), 0);
+    l.exec_call(d);
     let next = l.next_ip;
     l.emit_chain_exit(Rip::Const(next));
     (
@@ -83,6 +67,8 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
         l.k,
         l.ret_stale,
         l.rip_in_memory,
+        l.sse_ok,
+        l.avx_ok,
     ) = saved;
     l.cold = false;
     l.b.switch_to_block(cont);

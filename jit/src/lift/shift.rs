@@ -5,19 +5,15 @@
 //! and the record (`FlagOp::BitsOrKeep`) selects them at run time.
 
 use super::flags::FlagOp;
-use super::insn::Outcome;
+use super::insn::{reg_op, Outcome};
 use super::{host_mem, Lower};
 use crate::frame::OFF_RFLAGS;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::{Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
-use lockstep_interp::operand::{gpr_ref, op_size};
+use lockstep_interp::operand::op_size;
 use lockstep_interp::state::flags::{CF, OF, STATUS};
 use lockstep_interp::state::reg;
-
-fn gpr(ins: &Instruction, n: u32) -> bool {
-    ins.op_kind(n) == OpKind::Register && gpr_ref(ins.op_register(n)).is_some()
-}
 
 fn cl(ins: &Instruction, n: u32) -> bool {
     ins.op_kind(n) == OpKind::Register && ins.op_register(n) == Register::CL
@@ -34,11 +30,11 @@ pub fn covers(ins: &Instruction) -> bool {
         | Mnemonic::Shr
         | Mnemonic::Sar
         | Mnemonic::Rol
-        | Mnemonic::Ror => ins.op_count() == 2 && gpr(ins, 0) && cl(ins, 1),
+        | Mnemonic::Ror => ins.op_count() == 2 && reg_op(ins, 0) && cl(ins, 1),
         Mnemonic::Shld | Mnemonic::Shrd => {
             ins.op_count() == 3
-                && gpr(ins, 0)
-                && gpr(ins, 1)
+                && reg_op(ins, 0)
+                && reg_op(ins, 1)
                 && matches!(op_size(ins, 0), 4 | 8)
                 && (cl(ins, 2) || ins.op2_kind() == OpKind::Immediate8)
         }

@@ -70,3 +70,16 @@ pub fn compare(
     }
     (b, jit, last)
 }
+
+/// The iced `Code` named `name` (its `Debug` spelling, e.g. `"Paddb_xmm_xmmm128"`).
+pub fn code(name: &str) -> iced_x86::Code {
+    use std::collections::BTreeMap;
+    use std::sync::OnceLock;
+    static MAP: OnceLock<BTreeMap<String, iced_x86::Code>> = OnceLock::new();
+    let m = MAP.get_or_init(|| {
+        iced_x86::Code::values()
+            .map(|c| (format!("{c:?}"), c))
+            .collect()
+    });
+    *m.get(name).unwrap_or_else(|| panic!("no iced Code {name}"))
+}
