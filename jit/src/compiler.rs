@@ -197,6 +197,8 @@ impl Compiler {
             block: b.import_signature(bsig.clone()),
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
+        self.ctx
+            .set_disasm(std::env::var_os("LOCKSTEP_JIT_DUMP_ASM").is_some());
         if let Some(path) = std::env::var_os("LOCKSTEP_JIT_DUMP_IR") {
             // Host-side diagnostics: append the IR of every compiled function to a file.
             use std::io::Write;
@@ -237,6 +239,20 @@ impl Compiler {
             _ => module
                 .define_function(id, &mut self.ctx)
                 .map_err(|e| format!("{e:?}"))?,
+        }
+        if let Some(path) = std::env::var_os("LOCKSTEP_JIT_DUMP_ASM") {
+            // Host-side diagnostics: append the machine code (Cranelift's VCode listing).
+            use std::io::Write;
+            let text = self.ctx.compiled_code().and_then(|c| c.vcode.clone());
+            if let (Some(text), Ok(mut f)) = (
+                text,
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path),
+            ) {
+                let _ = writeln!(f, "; {} guest blocks\n{text}", blocks.len());
+            }
         }
         let code_bytes = self
             .ctx

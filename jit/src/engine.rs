@@ -45,6 +45,9 @@ pub struct JitConfig {
     pub region_blocks: usize,
     /// Most guest instructions in one region.
     pub region_insns: usize,
+    /// Regions keep every warm block of the entry's page its branches reach (`true`), or
+    /// only the loops through the entry (`false`).
+    pub dag_regions: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -68,6 +71,7 @@ impl Default for JitConfig {
             chain: true,
             region_blocks: 8,
             region_insns: 512,
+            dag_regions: false,
             test_corrupt_rax: false,
         }
     }
@@ -174,7 +178,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% flushes={} errors={} dispatches={} interp-runs={}",
+            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={}",
             self.compiled,
             self.region_blocks,
             self.region_edges,
@@ -184,6 +188,7 @@ impl JitStats {
             100.0 * self.hit_rate(),
             100.0 * self.front_hits as f64 / self.lookups.max(1) as f64,
             100.0 * self.chain_rate(),
+            self.chained_runs,
             self.flushes,
             self.compile_errors,
             self.lookups,
@@ -235,6 +240,8 @@ struct CompiledExtra {
     _region: Vec<Arc<Block>>,
     /// The function's Cranelift IR, when kept (`JitConfig::keep_ir`).
     ir: Option<String>,
+    /// Bytes of machine code.
+    code_len: usize,
 }
 
 /// The JIT engine. Implements the same [`Engine`] contract as the interpreter.
@@ -295,6 +302,9 @@ impl Jit {
             .and_then(|v| v.parse::<usize>().ok())
         {
             config.region_blocks = n.max(1);
+        }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_DAG") {
+            config.dag_regions = v == "1";
         }
         let (opt_level, loop_opt_level) = (config.opt_level, config.loop_opt_level);
         let chain = ChainTable::default();
@@ -577,7 +587,7 @@ impl Jit {
             i += 1;
             for t in crate::region::successors(&b) {
                 if out.len() >= self.config.region_blocks {
-                    return crate::region::loop_of(out);
+                    return self.region_shape(out);
                 }
                 if t & !0xfff != page || rips.contains(&t) {
                     continue;
@@ -612,7 +622,17 @@ impl Jit {
                 }
             }
         }
-        crate::region::loop_of(out)
+        self.region_shape(out)
+    }
+
+    /// The region's final block set: with `config.dag_regions` every block found (entry
+    /// first); otherwise only the loops through the entry (just the entry if none).
+    fn region_shape(&self, out: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
+        if self.config.dag_regions {
+            out
+        } else {
+            crate::region::loop_of(out)
+        }
     }
 
     /// Count one execution of the entry and move it up the tiers when due.
@@ -666,6 +686,7 @@ impl Jit {
                         e.extra = Some(Box::new(CompiledExtra {
                             _region: region.into_iter().skip(1).collect(),
                             ir: c.ir,
+                            code_len: c.code_bytes,
                         }));
                         self.pending.push(*key);
                     }
@@ -703,11 +724,29 @@ impl Jit {
             if let Some(&i) = self.index.get(&k) {
                 let e = &mut self.entries[i as usize];
                 if let Tier::Pending(id) = e.tier {
-                    e.tier = Tier::Ready(self.compiler.get(id));
+                    let f = self.compiler.get(id);
+                    e.tier = Tier::Ready(f);
+                    if let Some(dir) = std::env::var_os("LOCKSTEP_JIT_DUMP_CODE") {
+                        let len = e.extra.as_ref().map_or(0, |x| x.code_len);
+                        dump_code(&dir, f, len);
+                    }
                 }
             }
         }
     }
+}
+
+/// Host-side diagnostics (`LOCKSTEP_JIT_DUMP_CODE=<dir>`): write a finalised function's
+/// machine code to `<dir>/<address in hex>.bin`, for disassembly next to a perf profile.
+fn dump_code(dir: &std::ffi::OsStr, f: BlockFn, len: usize) {
+    let addr = f as usize;
+    // SAFETY: `f` is the entry of a finalised function of `len` bytes of machine code; the
+    // module maps its code readable and keeps it until a flush, which cannot happen here.
+    let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, len) };
+    let _ = std::fs::write(
+        std::path::Path::new(dir).join(format!("{addr:x}.bin")),
+        bytes,
+    );
 }
 
 impl Engine for Jit {

@@ -44,30 +44,38 @@ pub fn loops_to_itself(b: &Block) -> bool {
     successors(b).contains(&start(b))
 }
 
-/// Is `blocks` (entry first, as [`loop_of`] leaves it) a loop: several blocks, which all lead
-/// back to the entry, or one block that branches back to its own start? Such a region keeps
-/// registers in SSA values across iterations and is compiled at the loop optimisation level.
-pub fn is_loop(blocks: &[&Block]) -> bool {
+/// Is `blocks` (entry first) lowered as a region: several blocks (jumps between them stay
+/// inside the function, registers in SSA values), or one block that branches back to its
+/// own start?
+pub fn is_region(blocks: &[&Block]) -> bool {
     blocks.len() > 1 || blocks.first().is_some_and(|b| loops_to_itself(b))
 }
 
-/// The blocks of `blocks` (entry first) from which the entry can be reached again through
-/// the others — the loops through the entry, where keeping registers in SSA values across
-/// iterations pays for the larger compile; just the entry when there is no such loop.
-pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
+/// Does `blocks` (entry first) contain a loop through the entry? Such a region is compiled
+/// at the loop optimisation level: keeping registers in SSA values across iterations pays
+/// for the larger compile.
+pub fn is_loop(blocks: &[&Block]) -> bool {
+    blocks.first().is_some_and(|b| loops_to_itself(b)) || reaches_entry(blocks).iter().any(|&r| r)
+}
+
+/// For each block of `blocks` (entry first): can the entry be reached from it again through
+/// the others? A direct call's return site counts only through the callee's own return,
+/// which is not followed here: recursion alone does not make a loop.
+fn reaches_entry(blocks: &[&Block]) -> Vec<bool> {
     let succ: Vec<Vec<u64>> = blocks
         .iter()
         .map(|b| {
             let mut s = successors(b);
-            // A direct call's return site counts only through the callee's own return,
-            // which is not followed here: recursion alone does not make a loop worth a region.
             if let Some(d) = b.insns.last().filter(|d| d.ins.is_call_near()) {
                 s.retain(|&t| t != d.ins.next_ip());
             }
             s
         })
         .collect();
-    let entry = start(&blocks[0]);
+    let Some(first) = blocks.first() else {
+        return Vec::new();
+    };
+    let entry = start(first);
     let mut reach = vec![false; blocks.len()];
     let mut changed = true;
     while changed {
@@ -77,7 +85,7 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
                 continue;
             }
             let hit = succ[i].iter().any(|&t| {
-                t == entry || (0..blocks.len()).any(|j| reach[j] && start(&blocks[j]) == t)
+                t == entry || (0..blocks.len()).any(|j| reach[j] && start(blocks[j]) == t)
             });
             if hit {
                 reach[i] = true;
@@ -85,7 +93,16 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
             }
         }
     }
-    if !reach[0] {
+    reach
+}
+
+/// The blocks of `blocks` (entry first) from which the entry can be reached again through
+/// the others — the loops through the entry, where keeping registers in SSA values across
+/// iterations pays for the larger compile; just the entry when there is no such loop.
+pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
+    let refs: Vec<&Block> = blocks.iter().map(|b| &**b).collect();
+    let reach = reaches_entry(&refs);
+    if !reach.first().copied().unwrap_or(false) {
         return blocks.into_iter().take(1).collect();
     }
     blocks

@@ -518,13 +518,19 @@ impl Lower<'_> {
         }
     }
 
+    /// Would [`Lower::handover_record`] give a record (one pending record defining every
+    /// status flag)?
+    pub fn can_hand_over(&self) -> bool {
+        matches!(self.pending.as_slice(), [p] if p.mask == STATUS)
+    }
+
     /// The pending flags as one run-time record `[code, a, b, res, cin]` to hand to the next
     /// block through the frame, when they are exactly one record defining every status flag.
     pub fn handover_record(&mut self) -> Option<[Value; 5]> {
-        let p = match self.pending.as_slice() {
-            [p] if p.mask == STATUS => *p,
-            _ => return None,
-        };
+        if !self.can_hand_over() {
+            return None;
+        }
+        let p = self.pending[0];
         let code = match p.code {
             Some(c) if p.op == FlagOp::Dyn => c,
             _ => self.iconst(encode(p.op, p.size, p.mask)),

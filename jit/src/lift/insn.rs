@@ -696,11 +696,12 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         Kind::Jcc => {
             let c = l.cond(ins.condition_code());
             l.retire();
-            // The flags stay lazy: each exit folds them, a jump inside the region hands them over.
-            // When both ways leave the function, fold them once here instead of at each exit
-            // (the same work at run time, half the code to compile).
+            // The flags stay lazy: each exit hands a single record on (or folds the flags),
+            // a jump inside the region hands them over. When both ways leave the function and
+            // the flags could not be handed on as they are, fold them once here instead of at
+            // each exit (the same work at run time, half the code to compile).
             let (t, f) = (ins.near_branch_target(), ins.next_ip());
-            if l.member_at(t).is_none() && l.member_at(f).is_none() {
+            if l.member_at(t).is_none() && l.member_at(f).is_none() && !l.can_hand_over() {
                 l.sync_flags();
             }
             let taken = l.b.create_block();

@@ -190,20 +190,27 @@ impl Lower<'_> {
         (r, w, ram)
     }
 
-    /// TLB probe: (hit and the access stays inside the page, address of the entry).
+    /// TLB probe: (hit and the access stays inside the page, address of the entry). One
+    /// compare decides both: the entry's tag must be the page of the access's last byte,
+    /// and the entry is the slot of its first byte's page — a crossing access has a last
+    /// page whose slot is the next one, so no tag in this slot can match it.
     pub(super) fn tlb_probe(&mut self, table: Value, lin: Value, size: u8) -> (Value, Value) {
+        const _: () = assert!(TLB_ENTRY_BYTES.is_power_of_two());
         let vpn = self.b.ins().ushr_imm_s(lin, 12);
         let slot = self.b.ins().band_imm_s(vpn, (TLB_ENTRIES - 1) as i64);
-        let off = self.b.ins().imul_imm_s(slot, TLB_ENTRY_BYTES as i64);
+        let off = self
+            .b
+            .ins()
+            .ishl_imm_s(slot, TLB_ENTRY_BYTES.trailing_zeros() as i64);
         let entry = self.b.ins().iadd(table, off);
         let tag = self.b.ins().load(types::I64, host_mem(), entry, 0);
-        let hit = self.b.ins().icmp(IntCC::Equal, tag, vpn);
-        let page_off = self.b.ins().band_imm_s(lin, 0xfff);
-        let fits =
-            self.b
-                .ins()
-                .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, page_off, 4096 - size as i64);
-        let ok = self.b.ins().band(hit, fits);
+        let last = if size > 1 {
+            let end = self.b.ins().iadd_imm_s(lin, size as i64 - 1);
+            self.b.ins().ushr_imm_s(end, 12)
+        } else {
+            vpn
+        };
+        let ok = self.b.ins().icmp(IntCC::Equal, tag, last);
         (ok, entry)
     }
 
@@ -235,6 +242,8 @@ impl Lower<'_> {
         let slow = self.b.create_block();
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I64);
+        // Non-zero when the slow path asked for a yield (see `Lower::slow_yield`).
+        self.b.append_block_param(join, types::I64);
         self.b.set_cold_block(slow);
         self.b.ins().brif(ok, fast, &[], slow, &[]);
         self.b.seal_block(fast);
@@ -248,10 +257,10 @@ impl Lower<'_> {
             4 => self.b.ins().uload32(guest_mem(), host, 0),
             _ => self.b.ins().load(types::I64, guest_mem(), host, 0),
         };
-        self.b.ins().jump(join, &[v.into()]);
+        let no = self.iconst(0);
+        self.b.ins().jump(join, &[v.into(), no.into()]);
 
         self.b.switch_to_block(slow);
-        self.slow_load = true;
         self.sync_retired_for_device();
         let info = size as u64 | if a.ss { INFO_SS } else { 0 } | if rmw { INFO_RMW } else { 0 };
         let info = self.iconst(info);
@@ -267,11 +276,20 @@ impl Lower<'_> {
             .ins()
             .load(types::I64, host_mem(), frame, Frame::OFF_MEM_FAULT);
         self.fault_exit_if(fault);
-        self.b.ins().jump(join, &[v.into()]);
+        let y = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), frame, Frame::OFF_YIELD_REQ);
+        self.b.ins().jump(join, &[v.into(), y.into()]);
 
         self.b.seal_block(join);
         self.b.switch_to_block(join);
-        self.b.block_params(join)[0]
+        let (v, y) = (self.b.block_params(join)[0], self.b.block_params(join)[1]);
+        self.slow_yield = Some(match self.slow_yield {
+            Some(prev) => self.b.ins().bor(prev, y),
+            None => y,
+        });
+        v
     }
 
     /// Store the low `size` bytes of `v` at `a`. A fault leaves the block with RIP at the

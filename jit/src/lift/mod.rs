@@ -124,9 +124,10 @@ pub struct Lower<'a> {
     next_ip: u64,
     /// RIP in memory is already the right value for the next exit (after a trampoline call).
     rip_in_memory: bool,
-    /// The current instruction called the load helper (which may have done MMIO and asked
-    /// for a yield): check `Frame::yield_req` once it has retired.
-    pub slow_load: bool,
+    /// The current instruction's loads may have gone through the load helper (which may have
+    /// done MMIO and asked for a yield): non-zero at run time when one did and asked; leave
+    /// the block once the instruction has retired.
+    pub slow_yield: Option<Value>,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers any of its instructions
     /// reads or writes (bit 16: RFLAGS), `Frame::region_end`, the flag edge variables.
@@ -319,7 +320,7 @@ pub fn lower_region(
         .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
-    let region = crate::region::is_loop(blocks);
+    let region = crate::region::is_region(blocks);
     let regs_used = if region { registers_used(blocks) } else { 0 };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let members = blocks
@@ -356,7 +357,7 @@ pub fn lower_region(
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
-        slow_load: false,
+        slow_yield: None,
         stats: LowerStats::default(),
         members,
         work: Vec::new(),
@@ -496,7 +497,7 @@ impl Lower<'_> {
         for (i, d) in block.insns.iter().enumerate() {
             l.ins_ip = d.ins.ip();
             l.next_ip = d.ins.next_ip();
-            l.slow_load = false;
+            l.slow_yield = None;
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
                 && !matches!(
@@ -530,8 +531,9 @@ impl Lower<'_> {
                 insn::Outcome::Continue => {
                     l.stats.native += 1;
                     l.rip_in_memory = false;
-                    if l.slow_load {
-                        l.yield_exit_if_requested();
+                    if let Some(y) = l.slow_yield.take() {
+                        let next = l.next_ip;
+                        l.side_exit_if(y, Some(Rip::Const(next)), None, ret::DISPATCH);
                     }
                 }
                 insn::Outcome::Ended => {
@@ -868,19 +870,6 @@ impl Lower<'_> {
     pub fn smc_exit_to_if(&mut self, status: Value, rip: u64) {
         let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
         self.side_exit_if(c, Some(Rip::Const(rip)), None, ret::DISPATCH);
-    }
-
-    /// After a retired instruction whose load went through the helper: if that access asked
-    /// for a yield (MMIO), leave the block with RIP at the next instruction; the dispatcher
-    /// turns the pending `Cpu::yield_requested` into `ExitReason::Yield`. (Stores report it
-    /// through their status, branches through their normal exit.)
-    fn yield_exit_if_requested(&mut self) {
-        let y = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), self.frame, Frame::OFF_YIELD_REQ);
-        let next = self.next_ip;
-        self.side_exit_if(y, Some(Rip::Const(next)), None, ret::DISPATCH);
     }
 
     // ----- the trampoline -----
