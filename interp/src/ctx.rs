@@ -38,6 +38,7 @@ impl<'a> Ctx<'a> {
 
     /// Translate a linear address for `access` at the current privilege, filling the TLB.
     /// Returns the physical address.
+    #[inline]
     pub fn translate(&mut self, lin: u64, access: Access) -> Result<u64, Fault> {
         self.sync_tlb_privilege();
         if let Some(p) = self.cpu.tlb.lookup(lin, access) {
@@ -57,6 +58,7 @@ impl<'a> Ctx<'a> {
         self.translate_slow(lin, access, Priv::Implicit)
     }
 
+    #[inline(never)]
     fn translate_slow(&mut self, lin: u64, access: Access, prv: Priv) -> Result<u64, Fault> {
         let st = &self.cpu.state;
         if st.efer & crate::state::ctl::EFER_LMA != 0 && !mmu::is_canonical(lin) {

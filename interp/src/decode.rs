@@ -286,6 +286,7 @@ impl Ctx<'_> {
     /// The cache key of the block at the current RIP and its linear address (for engines with
     /// their own block cache): bitness, CS-limit window (#GP(0) when RIP is beyond CS.limit
     /// in a legacy mode, before any translation) and the execute translation (may fault).
+    #[inline]
     pub fn block_key(&mut self) -> Result<(BlockKey, u64), Fault> {
         let st = &self.cpu.state;
         let rip = st.rip;

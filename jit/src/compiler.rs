@@ -43,6 +43,9 @@ pub struct Compiler {
     /// Address of the chain table compiled code probes (see `crate::chain`).
     chain_table: u64,
     enter: EnterFn,
+    /// The helper entry points compiled code calls (`preserve_all` adapters or the helpers).
+    helpers: HelperAddrs,
+    adapters: bool,
     next: u64,
     /// Functions defined in the current module.
     pub in_module: usize,
@@ -80,10 +83,107 @@ fn make_isa(opt_level: &str) -> OwnedTargetIsa {
     if let Ok(ra) = std::env::var("LOCKSTEP_JIT_RA") {
         set(&mut flags, "regalloc_algorithm", &ra);
     }
+    if let (Ok(ra), "none") = (std::env::var("LOCKSTEP_JIT_RA_PLAIN"), opt_level) {
+        set(&mut flags, "regalloc_algorithm", &ra);
+    }
     cranelift_native::builder()
         .unwrap_or_else(|e| panic!("host not supported by Cranelift: {e}"))
         .finish(settings::Flags::new(flags))
         .unwrap_or_else(|e| panic!("Cranelift ISA: {e}"))
+}
+
+/// Where compiled code calls the memory, raise and flag-fold helpers: `preserve_all`
+/// adapters compiled into the module (see [`make_adapters`]), or the helpers themselves.
+#[derive(Clone, Copy)]
+pub struct HelperAddrs {
+    pub load: u64,
+    pub store: u64,
+    pub raise: u64,
+    pub fold: u64,
+    /// Load and store go through adapters: their results are in `Frame::ret`.
+    pub in_frame: bool,
+}
+
+/// Calls from compiled code to the memory, raise and fold helpers go through adapters of
+/// Cranelift's `preserve_all` convention (`LOCKSTEP_JIT_PRESERVE=0`: directly, as C calls).
+/// A C call clobbers every caller-saved register, so values live across one (the TLB and
+/// RAM pointers, guest registers held in SSA values, a loop's state) had to sit in the five
+/// callee-saved registers or be spilled, even though the calls are on cold slow paths; an
+/// adapter saves and restores what the helper clobbers only when it runs.
+fn use_adapters() -> bool {
+    std::env::var("LOCKSTEP_JIT_PRESERVE").map_or(true, |v| v != "0")
+}
+
+/// Define and finalise in `module` one `preserve_all` adapter for each of the load, store and
+/// raise helpers, with the helper's parameters (the frame first), that calls the helper (C
+/// convention) and stores its result in `Frame::ret` (a `preserve_all` function has no
+/// return register). The fold helper, called only where the flags are stored, stays direct.
+fn make_adapters(
+    module: &mut JITModule,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+) -> HelperAddrs {
+    let cc = module.isa().default_call_conv();
+    let frontend = module.isa().frontend_config();
+    let c_sigs = lift::helper_signatures(cc);
+    let targets = [
+        (1, crate::helpers::load as *const () as u64),
+        (2, crate::helpers::store as *const () as u64),
+        (3, crate::helpers::raise as *const () as u64),
+    ];
+    let mut ids = Vec::new();
+    for (i, target) in targets {
+        let c_sig = c_sigs[i].clone();
+        let sig = lift::adapter_signature(&c_sig);
+        let id = module
+            .declare_function(&format!("adapter{i}"), Linkage::Local, &sig)
+            .expect("declare adapter");
+        ctx.clear();
+        ctx.func.signature = sig;
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let blk = b.create_block();
+        b.append_block_params_for_function_params(blk);
+        b.switch_to_block(blk);
+        b.seal_block(blk);
+        let p = b.block_params(blk).to_vec();
+        let csig = b.import_signature(c_sig);
+        let f = b.ins().iconst(types::I64, target as i64);
+        let call = b.ins().call_indirect(csig, f, &p);
+        if let Some(&r) = b.inst_results(call).first() {
+            let r = if b.func.dfg.value_type(r) == types::I64 {
+                r
+            } else {
+                b.ins().uextend(types::I64, r)
+            };
+            let flags = cranelift_codegen::ir::MemFlagsData::trusted();
+            b.ins().store(flags, r, p[0], Frame::OFF_RET);
+        }
+        b.ins().return_(&[]);
+        b.finalize(frontend);
+        module.define_function(id, ctx).expect("define adapter");
+        module.clear_context(ctx);
+        ids.push(id);
+    }
+    module.finalize_definitions().expect("finalise adapters");
+    let addr = |id| module.get_finalized_function(id) as u64;
+    HelperAddrs {
+        load: addr(ids[0]),
+        store: addr(ids[1]),
+        raise: addr(ids[2]),
+        fold: crate::helpers::fold_flags as *const () as u64,
+        in_frame: true,
+    }
+}
+
+/// The helpers themselves (C convention).
+fn direct_helpers() -> HelperAddrs {
+    HelperAddrs {
+        load: crate::helpers::load as *const () as u64,
+        store: crate::helpers::store as *const () as u64,
+        raise: crate::helpers::raise as *const () as u64,
+        fold: crate::helpers::fold_flags as *const () as u64,
+        in_frame: false,
+    }
 }
 
 /// Define and finalise `enter` in `module`.
@@ -140,9 +240,23 @@ impl Compiler {
         let mut ctx = module.make_context();
         let mut fctx = FunctionBuilderContext::new();
         let enter = make_enter(&mut module, &mut ctx, &mut fctx);
+        let adapters = use_adapters();
+        let helpers = if adapters {
+            make_adapters(&mut module, &mut ctx, &mut fctx)
+        } else {
+            direct_helpers()
+        };
+        let mut helper_sigs = lift::helper_signatures(cc);
+        if adapters {
+            for s in helper_sigs[1..4].iter_mut() {
+                *s = lift::adapter_signature(s);
+            }
+        }
         Compiler {
             sig: lift::block_signature(CallConv::Tail),
-            helper_sigs: lift::helper_signatures(cc),
+            helper_sigs,
+            helpers,
+            adapters,
             module: Some(module),
             ctx,
             fctx,
@@ -187,6 +301,7 @@ impl Compiler {
         let frontend = self.module().isa().frontend_config();
         let bsig = self.sig.clone();
         let table = self.chain_table;
+        let addrs = self.helpers;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
         let stats = lift::lower_region(builder, blocks, native, frontend, table, |b| HelperSigs {
             exec: b.import_signature(hs[0].clone()),
@@ -195,6 +310,7 @@ impl Compiler {
             raise: b.import_signature(hs[3].clone()),
             fold: b.import_signature(hs[4].clone()),
             block: b.import_signature(bsig.clone()),
+            addrs,
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
         self.ctx
@@ -293,6 +409,9 @@ impl Compiler {
         }
         let mut module = make_module(self.opt_level);
         self.enter = make_enter(&mut module, &mut self.ctx, &mut self.fctx);
+        if self.adapters {
+            self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
+        }
         self.module = Some(module);
         self.in_module = 0;
     }

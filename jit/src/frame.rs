@@ -61,6 +61,9 @@ pub struct Frame {
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
     /// `Verify` lowers it so that one dispatch stays short).
     pub region_end: u64,
+    /// The result of a load or store helper called through its `preserve_all` adapter
+    /// (which has no return register: see `crate::compiler::make_adapters`).
+    pub ret: u64,
     /// Why the block stopped the engine (with [`ret::STOP`]).
     pub exit: Option<ExitReason>,
 }
@@ -84,6 +87,7 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
+    pub const OFF_RET: i32 = offset_of!(Frame, ret) as i32;
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
@@ -109,6 +113,7 @@ impl Frame {
             chain_end: 0,
             chains: 0,
             region_end: 0,
+            ret: 0,
             exit: None,
         };
         f.refresh(ctx);

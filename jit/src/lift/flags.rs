@@ -544,7 +544,7 @@ impl Lower<'_> {
 
     /// `fold_flags(rf, record)` through the helper.
     pub fn call_fold(&mut self, rf: Value, rec: [Value; 5]) -> Value {
-        let f = self.iconst(crate::helpers::fold_flags as *const () as u64);
+        let f = self.iconst(self.sigs.addrs.fold);
         let call = self.b.ins().call_indirect(
             self.sigs.fold,
             f,

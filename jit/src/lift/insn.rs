@@ -10,7 +10,6 @@
 use super::flags::FlagOp;
 use super::{Lower, Rip};
 use crate::frame::ret;
-use crate::helpers;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
@@ -344,7 +343,7 @@ fn gp_if_noncanonical(l: &mut Lower, target: Value) {
     l.b.seal_block(gp);
     l.b.seal_block(ok);
     l.b.switch_to_block(gp);
-    let f = l.iconst(helpers::raise as *const () as u64);
+    let f = l.iconst(l.sigs.addrs.raise);
     let kind = l.iconst(0);
     let frame = l.frame;
     l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
@@ -696,13 +695,13 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         Kind::Jcc => {
             let c = l.cond(ins.condition_code());
             l.retire();
-            // The flags stay lazy: each exit hands a single record on (or folds the flags),
-            // a jump inside the region hands them over. When both ways leave the function and
-            // the flags could not be handed on as they are, fold them once here instead of at
-            // each exit (the same work at run time, half the code to compile).
+            // The flags stay lazy: the exit hands a single record on (or folds the flags), a
+            // jump inside the region hands them over.
             let (t, f) = (ins.near_branch_target(), ins.next_ip());
-            if l.member_at(t).is_none() && l.member_at(f).is_none() && !l.can_hand_over() {
-                l.sync_flags();
+            if l.member_at(t).is_none() && l.member_at(f).is_none() {
+                // Both ways leave: one exit, its target chosen by the condition.
+                l.end_block_either(c, t, f);
+                return Outcome::Ended;
             }
             let taken = l.b.create_block();
             let fall = l.b.create_block();

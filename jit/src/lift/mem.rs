@@ -4,8 +4,8 @@
 
 use super::{guest_mem, host_mem, Lower};
 use crate::frame::{seg_base_off, Frame};
-use crate::helpers::{self, INFO_RMW, INFO_SS};
-use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
+use crate::helpers::{INFO_RMW, INFO_SS};
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Type, Value};
 use iced_x86::{Instruction, Register};
 use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
 use lockstep_interp::operand::gpr_ref;
@@ -264,13 +264,13 @@ impl Lower<'_> {
         self.sync_retired_for_device();
         let info = size as u64 | if a.ss { INFO_SS } else { 0 } | if rmw { INFO_RMW } else { 0 };
         let info = self.iconst(info);
-        let f = self.iconst(helpers::load as *const () as u64);
+        let f = self.iconst(self.sigs.addrs.load);
         let frame = self.frame;
         let call = self
             .b
             .ins()
             .call_indirect(self.sigs.load, f, &[frame, a.lin, info]);
-        let v = self.b.inst_results(call)[0];
+        let v = self.helper_result(call, types::I64);
         let fault = self
             .b
             .ins()
@@ -290,6 +290,22 @@ impl Lower<'_> {
             None => y,
         });
         v
+    }
+
+    /// The result of a load or store helper call: its return value, or `Frame::ret` when it
+    /// was called through its adapter.
+    fn helper_result(&mut self, call: cranelift_codegen::ir::Inst, ty: Type) -> Value {
+        if !self.sigs.addrs.in_frame {
+            return self.b.inst_results(call)[0];
+        }
+        let frame = self.frame;
+        if ty == types::I32 {
+            self.b
+                .ins()
+                .load(types::I32, host_mem(), frame, Frame::OFF_RET)
+        } else {
+            self.b.ins().load(ty, host_mem(), frame, Frame::OFF_RET)
+        }
     }
 
     /// Store the low `size` bytes of `v` at `a`. A fault leaves the block with RIP at the
@@ -323,13 +339,13 @@ impl Lower<'_> {
         self.b.switch_to_block(slow);
         self.sync_retired_for_device();
         let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
-        let f = self.iconst(helpers::store as *const () as u64);
+        let f = self.iconst(self.sigs.addrs.store);
         let frame = self.frame;
         let call = self
             .b
             .ins()
             .call_indirect(self.sigs.store, f, &[frame, a.lin, info, v]);
-        let status = self.b.inst_results(call)[0];
+        let status = self.helper_result(call, types::I32);
         let fault = self
             .b
             .ins()

@@ -51,6 +51,8 @@ pub struct HelperSigs {
     pub fold: SigRef,
     /// A compiled block (`tail` convention), for chained jumps.
     pub block: SigRef,
+    /// Where to call the load, store, raise and fold helpers (with the signatures above).
+    pub addrs: crate::compiler::HelperAddrs,
 }
 
 /// Native-code statistics of one translated block.
@@ -171,6 +173,15 @@ pub fn helper_signatures(call_conv: CallConv) -> [Signature; 5] {
     fold.params = p(6);
     fold.returns.push(AbiParam::new(types::I64));
     [exec, load, store, raise, fold]
+}
+
+/// The signature of a helper's `preserve_all` adapter: the helper's parameters, no result
+/// (it goes to `Frame::ret`).
+pub fn adapter_signature(helper: &Signature) -> Signature {
+    let mut s = helper.clone();
+    s.call_conv = CallConv::PreserveAll;
+    s.returns.clear();
+    s
 }
 
 /// Guest memory: never traps (RAM is mapped), may be unaligned.
@@ -480,6 +491,15 @@ pub enum Rip {
     Dyn(Value),
 }
 
+/// Where a block exit goes: a known RIP, a run-time RIP, or one of two known RIPs chosen by a
+/// condition (`Either(c, taken, fall)`).
+#[derive(Clone, Copy)]
+enum Exit {
+    Const(u64),
+    Dyn(Value),
+    Either(Value, u64, u64),
+}
+
 impl Lower<'_> {
     /// Lower the instructions of one guest block at the current position, with its exits.
     fn lower_insns(&mut self, block: &Block, native: bool) {
@@ -763,19 +783,41 @@ impl Lower<'_> {
         self.emit_chain_exit(rip);
     }
 
+    /// End the block with a conditional branch whose two ways both leave the function: one
+    /// exit, to `taken` when `c` is true and to `fall` otherwise (the target and its chain
+    /// entry are selected, not branched to: half the exit code of two exits).
+    pub fn end_block_either(&mut self, c: Value, taken: u64, fall: u64) {
+        self.emit_chain_exit_to(Exit::Either(c, taken, fall));
+    }
+
     /// A normal block exit to `rip` (in the current block): write everything back, then jump
     /// to the compiled block for `rip` if the chain table has a valid one whose length fits in
     /// the budget (see `crate::chain`), else return [`ret::DISPATCH`].
     fn emit_chain_exit(&mut self, rip: Rip) {
-        use crate::chain;
         match rip {
-            Rip::Const(t) => {
+            Rip::Const(t) => self.emit_chain_exit_to(Exit::Const(t)),
+            Rip::Dyn(v) => self.emit_chain_exit_to(Exit::Dyn(v)),
+        }
+    }
+
+    fn emit_chain_exit_to(&mut self, exit: Exit) {
+        use crate::chain;
+        let rip = match exit {
+            Exit::Const(t) => Rip::Const(t),
+            Exit::Dyn(v) => Rip::Dyn(v),
+            Exit::Either(c, t, f) => {
+                let (t, f) = (self.iconst(t), self.iconst(f));
+                Rip::Dyn(self.b.ins().select(c, t, f))
+            }
+        };
+        match exit {
+            Exit::Const(t) => {
                 if let Some(m) = self.member_at(t) {
                     self.emit_region_edge(m);
                     return;
                 }
             }
-            Rip::Dyn(v) if self.edge.is_some() => {
+            Exit::Dyn(v) if self.edge.is_some() => {
                 // Returns (and indirect jumps) to a return site of the region stay inside.
                 let sites: Vec<usize> = (0..self.members.len())
                     .filter(|&i| self.members[i].ret_site)
@@ -795,7 +837,7 @@ impl Lower<'_> {
                     self.b.switch_to_block(no);
                 }
             }
-            Rip::Dyn(_) => {}
+            _ => {}
         }
         self.store_regs(self.dirty & GPRS);
         self.store_flags_for_exit();
@@ -809,11 +851,16 @@ impl Lower<'_> {
             None => self.b.use_var(self.ret_var),
         };
         // The entry for the target.
-        let e = match rip {
-            Rip::Const(t) => {
-                self.iconst(self.chain_table + chain::slot(t) as u64 * chain::ENTRY_BYTES as u64)
+        let entry_of = |l: &mut Self, t: u64| {
+            l.iconst(l.chain_table + chain::slot(t) as u64 * chain::ENTRY_BYTES as u64)
+        };
+        let e = match (exit, rip) {
+            (Exit::Either(c, t, f), _) => {
+                let (et, ef) = (entry_of(self, t), entry_of(self, f));
+                self.b.ins().select(c, et, ef)
             }
-            Rip::Dyn(v) => {
+            (_, Rip::Const(t)) => entry_of(self, t),
+            (_, Rip::Dyn(v)) => {
                 let h = self.b.ins().imul_imm_s(v, chain::HASH_MUL as i64);
                 let idx = self.b.ins().ushr_imm_s(h, chain::HASH_SHIFT as i64);
                 let off = self.b.ins().imul_imm_s(idx, chain::ENTRY_BYTES);
