@@ -15,6 +15,7 @@ mod insn;
 mod mem;
 mod muldiv;
 mod shift;
+mod sse_fp;
 mod sse_int;
 mod sse_mov;
 

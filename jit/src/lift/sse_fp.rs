@@ -1,0 +1,707 @@
+//! Native lowering of legacy SSE floating-point arithmetic: ADD/SUB/MUL/DIV/SQRT {SS,SD,PS,PD},
+//! MIN/MAX {SS,SD}, (U)COMIS{S,D}, CVTSI2S{S,D}, CVTTS{S,D}2SI and CVTSS2SD/CVTSD2SS.
+//!
+//! The model is the interpreter's quick host path (`lockstep_interp::fp::host_quick`): when
+//! the guest MXCSR is the default environment (all exceptions masked, round to nearest, no
+//! DAZ/FTZ; the sticky flags may be anything) and the operands and result are zeros or normal
+//! numbers inside the band `LO..=HI` of biased exponents, the host's result is the guest's,
+//! no exception but PE can occur, and PE is decided exactly by an error-free transformation
+//! (TwoSum for add/sub; for f64 mul/div/sqrt the remainder by one FMA — so those need the host
+//! FMA, else they stay on the trampoline; for f32 the product in double). MIN/MAX and COMIS
+//! of operands that are neither NaN nor denormal raise nothing under any MXCSR. The fast path
+//! ORs PE into MXCSR when the result is inexact.
+//!
+//! Anything else — SSE unavailable (CR0.EM/TS, CR4.OSFXSR), a non-default MXCSR, a NaN,
+//! denormal, infinite or out-of-band operand or result, a TLB miss, a misaligned m128 — runs
+//! the whole instruction through the interpreter's handler in a cold path (as `sse_int.rs`),
+//! so every flag, fault and corner case is the interpreter's.
+
+use super::sse_int::{used_gprs, vec_off};
+use super::{guest_mem, host_mem, Lower, RFLAGS};
+use crate::frame::{ret, OFF_RFLAGS};
+use cranelift_codegen::ir::{
+    condcodes::{FloatCC, IntCC},
+    types, InstBuilder, MemFlagsData, Type, Value,
+};
+use iced_x86::{Code, Instruction, OpKind};
+use lockstep_interp::decode::DecodedInsn;
+use lockstep_interp::fp::mxcsr;
+use lockstep_interp::operand::gpr_ref;
+use lockstep_interp::state::flags::{CF, STATUS, ZF};
+use lockstep_interp::state::CpuState;
+
+/// The rounded operations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ar {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// Square root of the source (operand 1).
+    Sqrt,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Arith(Ar),
+    /// MIN (false) / MAX (true).
+    MinMax(bool),
+    /// COMIS/UCOMIS (they differ only for NaNs, which take the slow path).
+    Comi,
+    /// CVTSI2SS/SD xmm, r/m32|r/m64.
+    IntToFloat,
+    /// CVTTSS2SI/CVTTSD2SI r32|r64, xmm/m32|m64.
+    FloatToInt,
+    /// CVTSS2SD.
+    Widen,
+    /// CVTSD2SS.
+    Narrow,
+}
+
+#[derive(Clone, Copy)]
+struct Spec {
+    op: Op,
+    /// The (source) floating-point format is double.
+    f64: bool,
+    /// Lanes computed: 1 (scalar) or 2/4 (packed, the whole XMM register).
+    lanes: u8,
+}
+
+impl Spec {
+    /// The fast path needs the default MXCSR environment.
+    fn needs_env(self) -> bool {
+        !matches!(self.op, Op::MinMax(_) | Op::Comi)
+    }
+}
+
+/// The host has FMA (and AVX), as Cranelift's `has_fma` (set by `cranelift_native` from the
+/// same detection) and the interpreter's `fp::host::has_fma` require.
+fn host_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("fma") && std::is_x86_feature_detected!("avx")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn classify(ins: &Instruction) -> Option<Spec> {
+    use Code as C;
+    let s = |op, f64, lanes| Some(Spec { op, f64, lanes });
+    let a = |x| Op::Arith(x);
+    match ins.code() {
+        C::Addss_xmm_xmmm32 => s(a(Ar::Add), false, 1),
+        C::Addsd_xmm_xmmm64 => s(a(Ar::Add), true, 1),
+        C::Subss_xmm_xmmm32 => s(a(Ar::Sub), false, 1),
+        C::Subsd_xmm_xmmm64 => s(a(Ar::Sub), true, 1),
+        C::Mulss_xmm_xmmm32 => s(a(Ar::Mul), false, 1),
+        C::Mulsd_xmm_xmmm64 => s(a(Ar::Mul), true, 1),
+        C::Divss_xmm_xmmm32 => s(a(Ar::Div), false, 1),
+        C::Divsd_xmm_xmmm64 => s(a(Ar::Div), true, 1),
+        C::Sqrtss_xmm_xmmm32 => s(a(Ar::Sqrt), false, 1),
+        C::Sqrtsd_xmm_xmmm64 => s(a(Ar::Sqrt), true, 1),
+        C::Addps_xmm_xmmm128 => s(a(Ar::Add), false, 4),
+        C::Addpd_xmm_xmmm128 => s(a(Ar::Add), true, 2),
+        C::Subps_xmm_xmmm128 => s(a(Ar::Sub), false, 4),
+        C::Subpd_xmm_xmmm128 => s(a(Ar::Sub), true, 2),
+        C::Mulps_xmm_xmmm128 => s(a(Ar::Mul), false, 4),
+        C::Mulpd_xmm_xmmm128 => s(a(Ar::Mul), true, 2),
+        C::Divps_xmm_xmmm128 => s(a(Ar::Div), false, 4),
+        C::Divpd_xmm_xmmm128 => s(a(Ar::Div), true, 2),
+        C::Sqrtps_xmm_xmmm128 => s(a(Ar::Sqrt), false, 4),
+        C::Sqrtpd_xmm_xmmm128 => s(a(Ar::Sqrt), true, 2),
+        C::Minss_xmm_xmmm32 => s(Op::MinMax(false), false, 1),
+        C::Minsd_xmm_xmmm64 => s(Op::MinMax(false), true, 1),
+        C::Maxss_xmm_xmmm32 => s(Op::MinMax(true), false, 1),
+        C::Maxsd_xmm_xmmm64 => s(Op::MinMax(true), true, 1),
+        C::Comiss_xmm_xmmm32 | C::Ucomiss_xmm_xmmm32 => s(Op::Comi, false, 1),
+        C::Comisd_xmm_xmmm64 | C::Ucomisd_xmm_xmmm64 => s(Op::Comi, true, 1),
+        C::Cvtsi2ss_xmm_rm32 | C::Cvtsi2ss_xmm_rm64 => s(Op::IntToFloat, false, 1),
+        C::Cvtsi2sd_xmm_rm32 | C::Cvtsi2sd_xmm_rm64 => s(Op::IntToFloat, true, 1),
+        C::Cvttss2si_r32_xmmm32 | C::Cvttss2si_r64_xmmm32 => s(Op::FloatToInt, false, 1),
+        C::Cvttsd2si_r32_xmmm64 | C::Cvttsd2si_r64_xmmm64 => s(Op::FloatToInt, true, 1),
+        C::Cvtss2sd_xmm_xmmm32 => s(Op::Widen, false, 1),
+        C::Cvtsd2ss_xmm_xmmm64 => s(Op::Narrow, true, 1),
+        _ => None,
+    }
+}
+
+/// What `ins` does, if it is lowered here.
+fn covered(ins: &Instruction) -> Option<Spec> {
+    if ins.has_lock_prefix() {
+        return None;
+    }
+    let spec = classify(ins)?;
+    // The f64 remainders need the host FMA.
+    let fma = matches!(spec.op, Op::Arith(Ar::Mul | Ar::Div | Ar::Sqrt)) && spec.f64;
+    if fma && !host_fma() {
+        return None;
+    }
+    (0..ins.op_count())
+        .all(|n| operand_ok(ins, n))
+        .then_some(spec)
+}
+
+/// Is `ins` one of the instructions lowered here?
+pub fn covers(ins: &Instruction) -> bool {
+    covered(ins).is_some()
+}
+
+fn operand_ok(ins: &Instruction, n: u32) -> bool {
+    match ins.op_kind(n) {
+        OpKind::Register => {
+            let r = ins.op_register(n);
+            r.is_xmm() || ((r.is_gpr32() || r.is_gpr64()) && gpr_ref(r).is_some_and(|g| !g.high))
+        }
+        OpKind::Memory => super::mem::addressable(ins),
+        _ => false,
+    }
+}
+
+/// Bit layout of a format: (integer type, float type, fraction bits, exponent mask, band).
+#[derive(Clone, Copy)]
+struct Fmt {
+    ity: Type,
+    fty: Type,
+    frac: i64,
+    exp: i64,
+    lo: i64,
+    hi: i64,
+    /// Significand precision (bits).
+    prec: i64,
+}
+
+// The bands of `host_quick`'s `Native` implementations (f32 40..=214, f64 100..=1947).
+const F32: Fmt = Fmt {
+    ity: types::I32,
+    fty: types::F32,
+    frac: 23,
+    exp: 0xff,
+    lo: 40,
+    hi: 214,
+    prec: 24,
+};
+const F64: Fmt = Fmt {
+    ity: types::I64,
+    fty: types::F64,
+    frac: 52,
+    exp: 0x7ff,
+    lo: 100,
+    hi: 1947,
+    prec: 53,
+};
+
+fn fmt(f64: bool) -> Fmt {
+    if f64 {
+        F64
+    } else {
+        F32
+    }
+}
+
+const OFF_MXCSR: i32 = core::mem::offset_of!(CpuState, mxcsr) as i32;
+
+/// Outcome of the fast computation (in the first fast block): the result is used only when
+/// `ok` holds.
+struct Res {
+    ok: Value,
+    /// Result lanes (integer bit patterns), or a GPR value (FloatToInt), or RFLAGS status bits
+    /// (Comi).
+    vals: Vec<Value>,
+    /// Inexact (I8 boolean), for the operations that may set PE.
+    inexact: Option<Value>,
+}
+
+impl Lower<'_> {
+    fn fbits(&mut self, f: Fmt, x: Value) -> Value {
+        self.b.ins().bitcast(f.fty, MemFlagsData::new(), x)
+    }
+
+    fn ibits(&mut self, f: Fmt, x: Value) -> Value {
+        self.b.ins().bitcast(f.ity, MemFlagsData::new(), x)
+    }
+
+    /// ±0.
+    fn is_zero(&mut self, x: Value) -> Value {
+        let t = self.b.ins().ishl_imm_s(x, 1);
+        self.b.ins().icmp_imm_s(IntCC::Equal, t, 0)
+    }
+
+    fn exp_field(&mut self, f: Fmt, x: Value) -> Value {
+        let e = self.b.ins().ushr_imm_s(x, f.frac);
+        self.b.ins().band_imm_s(e, f.exp)
+    }
+
+    /// A normal number with the biased exponent in the band.
+    fn in_band(&mut self, f: Fmt, x: Value) -> Value {
+        let e = self.exp_field(f, x);
+        let t = self.b.ins().iadd_imm_s(e, -f.lo);
+        self.b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, t, f.hi - f.lo)
+    }
+
+    fn zero_or_band(&mut self, f: Fmt, x: Value) -> Value {
+        let z = self.is_zero(x);
+        let b = self.in_band(f, x);
+        self.b.ins().bor(z, b)
+    }
+
+    /// Neither a NaN nor a denormal: a zero fraction (zero, infinity), or a biased exponent
+    /// other than 0 and the maximum (`host_quick::plain`).
+    fn plain(&mut self, f: Fmt, x: Value) -> Value {
+        let width = f.ity.bits() as i64;
+        let t = self.b.ins().ishl_imm_s(x, width - f.frac);
+        let fz = self.b.ins().icmp_imm_s(IntCC::Equal, t, 0);
+        let e = self.exp_field(f, x);
+        let t = self.b.ins().iadd_imm_s(e, -1);
+        let n = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, t, f.exp - 1);
+        self.b.ins().bor(fz, n)
+    }
+
+    fn all(&mut self, v: &[Value]) -> Value {
+        let mut acc = v[0];
+        for &x in &v[1..] {
+            acc = self.b.ins().band(acc, x);
+        }
+        acc
+    }
+
+    /// `x * y == z` exactly (no NaN, no infinity: the FMA remainder, or for singles the
+    /// product in double).
+    fn mul_exact(&mut self, f: Fmt, x: Value, y: Value, z: Value) -> Value {
+        if f.fty == types::F64 {
+            let nz = self.b.ins().fneg(z);
+            let r = self.b.ins().fma(x, y, nz);
+            let zero = self.b.ins().f64const(0.0);
+            self.b.ins().fcmp(FloatCC::Equal, r, zero)
+        } else {
+            let x = self.b.ins().fpromote(types::F64, x);
+            let y = self.b.ins().fpromote(types::F64, y);
+            let z = self.b.ins().fpromote(types::F64, z);
+            let p = self.b.ins().fmul(x, y);
+            self.b.ins().fcmp(FloatCC::Equal, p, z)
+        }
+    }
+
+    /// One lane of ADD/SUB/MUL/DIV/SQRT (`host_quick::arith_native`): (result bits, ok,
+    /// exact).
+    fn arith_lane(&mut self, f: Fmt, op: Ar, a: Value, b: Value) -> (Value, Value, Value) {
+        let (x, y) = (self.fbits(f, a), self.fbits(f, b));
+        let zb_b = self.zero_or_band(f, b);
+        let (r, ok, exact) = match op {
+            Ar::Add | Ar::Sub => {
+                let y = if op == Ar::Sub {
+                    self.b.ins().fneg(y)
+                } else {
+                    y
+                };
+                let r = self.b.ins().fadd(x, y);
+                let ri = self.ibits(f, r);
+                let zb_a = self.zero_or_band(f, a);
+                let zb_r = self.zero_or_band(f, ri);
+                let ok = self.all(&[zb_a, zb_b, zb_r]);
+                // TwoSum: the error term is zero (an exact zero result included).
+                let bp = self.b.ins().fsub(r, x);
+                let ap = self.b.ins().fsub(r, bp);
+                let da = self.b.ins().fsub(x, ap);
+                let db = self.b.ins().fsub(y, bp);
+                let e = self.b.ins().fadd(da, db);
+                let ei = self.ibits(f, e);
+                let exact = self.is_zero(ei);
+                (ri, ok, exact)
+            }
+            Ar::Mul => {
+                let r = self.b.ins().fmul(x, y);
+                let ri = self.ibits(f, r);
+                let zb_a = self.zero_or_band(f, a);
+                let za = self.is_zero(a);
+                let zb = self.is_zero(b);
+                let br = self.in_band(f, ri);
+                let rok = self.b.ins().bor(za, zb);
+                let rok = self.b.ins().bor(rok, br);
+                let ok = self.all(&[zb_a, zb_b, rok]);
+                // (A zero factor gives a zero remainder too.)
+                let exact = self.mul_exact(f, x, y, r);
+                (ri, ok, exact)
+            }
+            Ar::Div => {
+                let r = self.b.ins().fdiv(x, y);
+                let ri = self.ibits(f, r);
+                let zb_a = self.zero_or_band(f, a);
+                let bb = self.in_band(f, b);
+                let za = self.is_zero(a);
+                let br = self.in_band(f, ri);
+                let rok = self.b.ins().bor(za, br);
+                let ok = self.all(&[zb_a, bb, rok]);
+                let exact = self.mul_exact(f, r, y, x);
+                (ri, ok, exact)
+            }
+            Ar::Sqrt => {
+                let r = self.b.ins().sqrt(y);
+                let ri = self.ibits(f, r);
+                // A zero (either sign), or a positive band value (whose root is in the band).
+                let zb = self.is_zero(b);
+                let bb = self.in_band(f, b);
+                let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, b, 0);
+                let bpos = self.b.ins().band(bb, pos);
+                let br = self.in_band(f, ri);
+                let rok = self.b.ins().bor(zb, br);
+                let inok = self.b.ins().bor(zb, bpos);
+                let ok = self.b.ins().band(inok, rok);
+                let exact = self.mul_exact(f, r, r, y);
+                (ri, ok, exact)
+            }
+        };
+        (r, ok, exact)
+    }
+}
+
+/// Lower `d` if it is covered: `Some(Continue)`.
+pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
+    let ins = &d.ins;
+    let spec = covered(ins)?;
+    let mut ok = l.sse_enabled();
+    let st = l.state;
+    let mx = l.b.ins().load(types::I32, host_mem(), st, OFF_MXCSR);
+    if spec.needs_env() {
+        // Masks all set, RC nearest, no DAZ/FTZ (`host_quick::default_env`).
+        let masks = (mxcsr::FLAGS << mxcsr::MASK_SHIFT) as i64;
+        let control = ((3 << mxcsr::RC_SHIFT) | mxcsr::FTZ | mxcsr::DAZ) as i64;
+        let m = l.b.ins().band_imm_s(mx, masks | control);
+        let env = l.b.ins().icmp_imm_s(IntCC::Equal, m, masks);
+        ok = l.b.ins().band(ok, env);
+    }
+    let mut host = None;
+    if ins.op1_kind() == OpKind::Memory {
+        let a = l.mem_addr(ins);
+        let size = ins.memory_size().size() as u8;
+        let (tr, _, ram) = l.mem_base();
+        let (hit, entry) = l.tlb_probe(tr, a.lin, size);
+        ok = l.b.ins().band(ok, hit);
+        if size == 16 {
+            let low = l.b.ins().band_imm_s(a.lin, 15);
+            let al = l.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
+            ok = l.b.ins().band(ok, al);
+        }
+        host = Some((entry, a.lin, ram));
+    }
+    // Values the slow path must not change: a GPR source, and RFLAGS (COMIS keeps its
+    // non-status bits), read on the main path.
+    let gpr_src = (ins.op1_kind() == OpKind::Register && gpr_ref(ins.op1_register()).is_some())
+        .then(|| l.read_reg(ins.op1_register()));
+    let rf_old = (spec.op == Op::Comi).then(|| l.gpr(RFLAGS));
+    let gpr_dst = (spec.op == Op::FloatToInt)
+        .then(|| gpr_ref(ins.op0_register()))
+        .flatten();
+
+    let fast = l.b.create_block();
+    let commit = l.b.create_block();
+    let slow = l.b.create_block();
+    let join = l.b.create_block();
+    l.b.set_cold_block(slow);
+    l.b.ins().brif(ok, fast, &[], slow, &[]);
+    l.b.seal_block(fast);
+
+    // The computation, and the checks that need its operands and result.
+    l.b.switch_to_block(fast);
+    let haddr = host.map(|(entry, lin, ram)| l.host_addr(entry, lin, ram));
+    let res = compute(l, ins, spec, haddr, gpr_src);
+    l.b.ins().brif(res.ok, commit, &[], slow, &[]);
+    l.b.seal_block(commit);
+    l.b.seal_block(slow);
+
+    // Slow path (compile-time state of before the instruction): the interpreter's handler.
+    l.b.switch_to_block(slow);
+    l.sync_retired_for_device();
+    let used = used_gprs(ins);
+    l.store_regs(used & l.dirty);
+    let saved_pending = l.pending.clone();
+    let saved_dirty = l.dirty;
+    if rf_old.is_some() {
+        // The handler reads and writes RFLAGS in memory: give it the current flags, and keep
+        // the exit below from storing them again over the handler's.
+        l.cold = true;
+        if let Some(f) = l.flags_value() {
+            l.b.ins().store(host_mem(), f, st, OFF_RFLAGS);
+        }
+        l.cold = false;
+        l.pending.clear();
+        l.dirty &= !(1 << RFLAGS);
+    }
+    let status = l.call_exec_insn(d);
+    let c =
+        l.b.ins()
+            .icmp_imm_s(IntCC::NotEqual, status, ret::NEXT as i64);
+    let (k, stale) = (l.k, l.ret_stale);
+    l.k = 0;
+    l.ret_stale = false;
+    l.dirty &= !used;
+    l.side_exit_if(c, None, Some(status), 0);
+    (l.k, l.ret_stale, l.dirty) = (k, stale, saved_dirty);
+    l.pending = saved_pending;
+    if let Some(g) = gpr_dst {
+        let v =
+            l.b.ins()
+                .load(types::I64, host_mem(), st, crate::frame::gpr_off(g.index));
+        l.b.def_var(l.vars[g.index], v);
+    }
+    if rf_old.is_some() {
+        let v = l.b.ins().load(types::I64, host_mem(), st, OFF_RFLAGS);
+        l.b.def_var(l.vars[RFLAGS], v);
+    }
+    l.b.ins().jump(join, &[]);
+
+    // Fast path: write the results.
+    l.b.switch_to_block(commit);
+    if let Some(inexact) = res.inexact {
+        let pe = l.b.ins().iconst(types::I32, mxcsr::PE as i64);
+        let z = l.b.ins().iconst(types::I32, 0);
+        let pe = l.b.ins().select(inexact, pe, z);
+        let m = l.b.ins().bor(mx, pe);
+        l.b.ins().store(host_mem(), m, st, OFF_MXCSR);
+    }
+    match spec.op {
+        Op::Comi => {
+            let rf = rf_old.expect("COMIS read RFLAGS");
+            let keep = l.b.ins().band_imm_s(rf, !(STATUS as i64));
+            let rf = l.b.ins().bor(keep, res.vals[0]);
+            l.b.def_var(l.vars[RFLAGS], rf);
+        }
+        Op::FloatToInt => l.write_reg(ins.op0_register(), res.vals[0]),
+        _ => {
+            // The computed lanes; a scalar keeps the rest of the destination.
+            let off = vec_off(ins.op0_register());
+            let w = res_width(spec) as i32;
+            for (i, &v) in res.vals.iter().enumerate() {
+                l.b.ins().store(host_mem(), v, st, off + w * i as i32);
+            }
+        }
+    }
+    l.b.ins().jump(join, &[]);
+    l.b.seal_block(join);
+    l.b.switch_to_block(join);
+    if rf_old.is_some() {
+        // Every status flag is in the RFLAGS variable now (both paths defined it).
+        l.pending.clear();
+        l.loaded |= 1 << RFLAGS;
+        l.dirty |= 1 << RFLAGS;
+    }
+    l.retire();
+    Some(super::insn::Outcome::Continue)
+}
+
+/// Byte width of a result lane.
+fn res_width(spec: Spec) -> u8 {
+    match spec.op {
+        Op::Widen => 8,
+        Op::Narrow => 4,
+        _ if spec.f64 => 8,
+        _ => 4,
+    }
+}
+
+/// The operands, the result and the fast-path conditions that depend on them.
+fn compute(
+    l: &mut Lower,
+    ins: &Instruction,
+    spec: Spec,
+    haddr: Option<Value>,
+    gpr_src: Option<Value>,
+) -> Res {
+    let f = fmt(spec.f64);
+    let st = l.state;
+    let w = if spec.f64 { 8 } else { 4 };
+    // Lane `i` of XMM/memory operand `n` in format `f`.
+    let lane = |l: &mut Lower, n: u32, i: i32| -> Value {
+        match ins.op_kind(n) {
+            OpKind::Memory => {
+                let h = haddr.expect("memory operand has a host address");
+                l.b.ins().load(f.ity, guest_mem(), h, w * i)
+            }
+            _ => {
+                let off = vec_off(ins.op_register(n));
+                l.b.ins().load(f.ity, host_mem(), st, off + w * i)
+            }
+        }
+    };
+    match spec.op {
+        Op::Arith(op) => {
+            let mut vals = Vec::new();
+            let mut oks = Vec::new();
+            let mut exacts = Vec::new();
+            for i in 0..spec.lanes as i32 {
+                let a = if op == Ar::Sqrt {
+                    lane(l, 1, i)
+                } else {
+                    lane(l, 0, i)
+                };
+                let b = lane(l, 1, i);
+                let (r, ok, exact) = l.arith_lane(f, op, a, b);
+                vals.push(r);
+                oks.push(ok);
+                exacts.push(exact);
+            }
+            let ok = l.all(&oks);
+            let exact = l.all(&exacts);
+            let inexact = l.b.ins().icmp_imm_s(IntCC::Equal, exact, 0);
+            Res {
+                ok,
+                vals,
+                inexact: Some(inexact),
+            }
+        }
+        Op::MinMax(max) => {
+            let (a, b) = (lane(l, 0, 0), lane(l, 1, 0));
+            let pa = l.plain(f, a);
+            let pb = l.plain(f, b);
+            let ok = l.b.ins().band(pa, pb);
+            let (x, y) = (l.fbits(f, a), l.fbits(f, b));
+            // The first operand when strictly smaller (larger), else the second.
+            let first = if max {
+                l.b.ins().fcmp(FloatCC::LessThan, y, x)
+            } else {
+                l.b.ins().fcmp(FloatCC::LessThan, x, y)
+            };
+            let r = l.b.ins().select(first, a, b);
+            Res {
+                ok,
+                vals: vec![r],
+                inexact: None,
+            }
+        }
+        Op::Comi => {
+            let (a, b) = (lane(l, 0, 0), lane(l, 1, 0));
+            let pa = l.plain(f, a);
+            let pb = l.plain(f, b);
+            let ok = l.b.ins().band(pa, pb);
+            let (x, y) = (l.fbits(f, a), l.fbits(f, b));
+            let lt = l.b.ins().fcmp(FloatCC::LessThan, x, y);
+            let eq = l.b.ins().fcmp(FloatCC::Equal, x, y);
+            let cf = l.iconst(CF);
+            let zf = l.iconst(ZF);
+            let z = l.iconst(0);
+            let e = l.b.ins().select(eq, zf, z);
+            let bits = l.b.ins().select(lt, cf, e);
+            Res {
+                ok,
+                vals: vec![bits],
+                inexact: None,
+            }
+        }
+        Op::IntToFloat => {
+            let wide = ins.op1_kind() == OpKind::Register && ins.op1_register().is_gpr64()
+                || ins.op1_kind() == OpKind::Memory && ins.memory_size().size() == 8;
+            let raw = match gpr_src {
+                Some(v) => v,
+                None => {
+                    let h = haddr.expect("memory operand has a host address");
+                    if wide {
+                        l.b.ins().load(types::I64, guest_mem(), h, 0)
+                    } else {
+                        l.b.ins().uload32(guest_mem(), h, 0)
+                    }
+                }
+            };
+            // The source sign-extended to 64 bits (a 32-bit source converts exactly the same).
+            let v = if wide {
+                raw
+            } else {
+                let t = l.b.ins().ireduce(types::I32, raw);
+                l.b.ins().sextend(types::I64, t)
+            };
+            let r = l.b.ins().fcvt_from_sint(f.fty, v);
+            let ri = l.ibits(f, r);
+            // Exact when the significant bits of |v| span at most the precision.
+            let u = l.b.ins().iabs(v);
+            let lz = l.b.ins().clz(u);
+            let tz = l.b.ins().ctz(u);
+            let used = l.b.ins().iadd(lz, tz);
+            // (span = 64 - used > prec; a zero has used = 128.)
+            let inexact =
+                l.b.ins()
+                    .icmp_imm_s(IntCC::SignedLessThan, used, 64 - f.prec);
+            let ok = l.b.ins().iconst(types::I8, 1);
+            Res {
+                ok,
+                vals: vec![ri],
+                inexact: Some(inexact),
+            }
+        }
+        Op::FloatToInt => {
+            let a = lane(l, 1, 0);
+            let x = l.fbits(f, a);
+            let x = if spec.f64 {
+                x
+            } else {
+                l.b.ins().fpromote(types::F64, x)
+            };
+            let bits = ins.op0_register().size() * 8;
+            // |x| < 2^(bits-1): the truncation is in range (never the integer indefinite);
+            // false for a NaN.
+            let ax = l.b.ins().fabs(x);
+            let lim = l.b.ins().f64const(2f64.powi(bits as i32 - 1));
+            let ok = l.b.ins().fcmp(FloatCC::LessThan, ax, lim);
+            let ity = if bits == 8 * 8 {
+                types::I64
+            } else {
+                types::I32
+            };
+            let r = l.b.ins().fcvt_to_sint_sat(ity, x);
+            let back = l.b.ins().fcvt_from_sint(types::F64, r);
+            let inexact = l.b.ins().fcmp(FloatCC::NotEqual, back, x);
+            let r = if ity == types::I32 {
+                l.b.ins().uextend(types::I64, r)
+            } else {
+                r
+            };
+            Res {
+                ok,
+                vals: vec![r],
+                inexact: Some(inexact),
+            }
+        }
+        Op::Widen => {
+            // Exact; a NaN or a denormal raises a flag.
+            let a = lane(l, 1, 0);
+            let ok = l.plain(F32, a);
+            let x = l.fbits(F32, a);
+            let r = l.b.ins().fpromote(types::F64, x);
+            let ri = l.ibits(F64, r);
+            Res {
+                ok,
+                vals: vec![ri],
+                inexact: None,
+            }
+        }
+        Op::Narrow => {
+            // A zero or an infinity converts exactly; a band value needs a band result.
+            let a = lane(l, 1, 0);
+            let x = l.fbits(F64, a);
+            let r = l.b.ins().fdemote(types::F32, x);
+            let ri = l.ibits(F32, r);
+            let t = l.b.ins().ishl_imm_s(a, 1);
+            let inf =
+                l.b.ins()
+                    .icmp_imm_s(IntCC::Equal, t, (0x7ff0_0000_0000_0000u64 << 1) as i64);
+            let z = l.is_zero(a);
+            let special = l.b.ins().bor(inf, z);
+            let ba = l.in_band(F64, a);
+            let br = l.in_band(F32, ri);
+            let regular = l.b.ins().band(ba, br);
+            let ok = l.b.ins().bor(special, regular);
+            let back = l.b.ins().fpromote(types::F64, r);
+            let inexact = l.b.ins().fcmp(FloatCC::NotEqual, back, x);
+            Res {
+                ok,
+                vals: vec![ri],
+                inexact: Some(inexact),
+            }
+        }
+    }
+}
