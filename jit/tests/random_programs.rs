@@ -465,7 +465,25 @@ fn random_sse_fp(g: &mut Gen) -> Option<Instruction> {
     let packed = [
         "Addpd", "Subpd", "Mulpd", "Divpd", "Sqrtpd", "Addps", "Subps", "Mulps", "Divps", "Sqrtps",
     ];
-    match g.below(5) {
+    let vex = [
+        "Vaddsd",
+        "Vsubsd",
+        "Vmulsd",
+        "Vdivsd",
+        "Vsqrtsd",
+        "Vminsd",
+        "Vmaxsd",
+        "Vcvtsd2ss",
+    ];
+    match g.below(6) {
+        5 => {
+            let c = code(&format!("VEX_{}_xmm_xmm_xmmm64", g.pick(&vex)));
+            if g.chance(25) {
+                Instruction::with3(c, x(g), x(g), g.mem(8)).ok()
+            } else {
+                Instruction::with3(c, x(g), x(g), x(g)).ok()
+            }
+        }
         0 => {
             let c = code(&format!("{}_xmm_xmmm64", g.pick(&scalar)));
             if g.chance(25) {

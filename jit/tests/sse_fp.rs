@@ -402,6 +402,156 @@ fn program() -> Vec<u8> {
     })
 }
 
+type Tri = fn(Asm, AsmRegisterXmm, AsmRegisterXmm, AsmMemoryOperand) -> R;
+type TriR = fn(Asm, AsmRegisterXmm, AsmRegisterXmm, AsmRegisterXmm) -> R;
+
+/// Operands for a VEX form: a in XMM4, b in XMM2, and YMM1 (the destination) with all 256
+/// bits set from the record, so the zeroing of bits 255:128 shows.
+fn load_vex(a: Asm, t: AsmRegister64) -> R {
+    a.movaps(xmm4, xmmword_ptr(t))?;
+    a.movaps(xmm2, xmmword_ptr(t + 16))?;
+    a.vmovdqu(ymm1, ymmword_ptr(t))?;
+    a.xor(eax, eax)
+}
+
+/// [`fold`], plus bits 255:128 of YMM1.
+fn fold_vex(a: Asm) -> R {
+    a.vmovdqu(ymmword_ptr(rdi + 32), ymm1)?;
+    a.xor(r8, qword_ptr(rdi + 48))?;
+    a.rol(r8, 3)?;
+    a.xor(r8, qword_ptr(rdi + 56))?;
+    fold(a)
+}
+
+/// `op xmm1, xmm4, xmm2` and `op xmm1, xmm4, [t + 16]`.
+fn both_vex(
+    a: Asm,
+    t: AsmRegister64,
+    r: TriR,
+    m: Tri,
+    mem: fn(AsmMemoryOperand) -> AsmMemoryOperand,
+) -> R {
+    load_vex(a, t)?;
+    r(a, xmm1, xmm4, xmm2)?;
+    fold_vex(a)?;
+    load_vex(a, t)?;
+    m(a, xmm1, xmm4, mem(t + 16))?;
+    fold_vex(a)
+}
+
+macro_rules! tri {
+    ($a:expr, $t:expr, $op:ident, $mem:expr) => {
+        both_vex(
+            $a,
+            $t,
+            |a, x, y, z| a.$op(x, y, z).map(|_| ()),
+            |a, x, y, m| a.$op(x, y, m).map(|_| ()),
+            $mem,
+        )?
+    };
+}
+
+/// The VEX forms, as [`program`].
+fn program_vex() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.mov(rcx, N)?;
+        a.mov(rbx, TAB_D)?;
+        a.mov(rbp, TAB_S)?;
+        a.mov(rdi, SCRATCH)?;
+        a.mov(rsi, MX_BASE)?;
+        a.xor(r8, r8)?;
+        a.xor(r9, r9)?;
+        a.set_label(&mut top)?;
+        let (t, u) = (rbx, rbp);
+        tri!(a, t, vaddsd, q);
+        tri!(a, t, vsubsd, q);
+        tri!(a, t, vmulsd, q);
+        tri!(a, t, vdivsd, q);
+        tri!(a, t, vsqrtsd, q);
+        tri!(a, t, vminsd, q);
+        tri!(a, t, vmaxsd, q);
+        tri!(a, t, vcvtsd2ss, q);
+        tri!(a, u, vaddss, d);
+        tri!(a, u, vsubss, d);
+        tri!(a, u, vmulss, d);
+        tri!(a, u, vdivss, d);
+        tri!(a, u, vsqrtss, d);
+        tri!(a, u, vminss, d);
+        tri!(a, u, vmaxss, d);
+        tri!(a, u, vcvtss2sd, d);
+        cmp!(a, t, vcomisd, q);
+        cmp!(a, t, vucomisd, q);
+        cmp!(a, u, vcomiss, d);
+        cmp!(a, u, vucomiss, d);
+        for tab in [t, u] {
+            load_vex(a, tab)?;
+            a.mov(r10, qword_ptr(tab + 16))?;
+            a.vcvtsi2sd(xmm1, xmm4, r10)?;
+            fold_vex(a)?;
+            a.vcvtsi2sd(xmm1, xmm4, r10d)?;
+            fold_vex(a)?;
+            a.vcvtsi2ss(xmm1, xmm4, r10)?;
+            fold_vex(a)?;
+            a.vcvtsi2ss(xmm1, xmm4, dword_ptr(tab + 20))?;
+            fold_vex(a)?;
+            a.vcvtsi2sd(xmm1, xmm4, qword_ptr(tab + 8))?;
+            fold_vex(a)?;
+        }
+        load_vex(a, t)?;
+        a.vcvttsd2si(rax, xmm2)?;
+        fold(a)?;
+        a.vcvttsd2si(eax, qword_ptr(t + 24))?;
+        fold(a)?;
+        load_vex(a, u)?;
+        a.vcvttss2si(rax, dword_ptr(u + 16))?;
+        fold(a)?;
+        a.vcvttss2si(eax, xmm4)?;
+        fold(a)?;
+        a.add(rbx, 32i32)?;
+        a.add(rbp, 32i32)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn vex_scalar_forms_match_interpreter() {
+    let code = program_vex();
+    for (i, &mx) in [
+        0x1f80u32, 0x1f80, 0x1fa0, 0x5f80, 0x1fc0, 0x9f80, 0x0f80, 0x1e80,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (_, jit, exit) = compare(&code, &[100_000_000], eager_config(), &|m| {
+            setup(m, 30 + i as u64, mx)
+        });
+        if i < 2 {
+            assert!(exit.retired > 50_000, "{exit:?}");
+            assert!(jit.stats.native_insns > 100, "{:?}", jit.stats);
+        }
+        assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
+    }
+    let slices: Vec<u64> = (0..300).map(|i| 1 + (i * 41) % 89).collect();
+    compare(&code, &slices, eager_config(), &|m| setup(m, 3, 0x1f80));
+}
+
+/// AVX state disabled in XCR0: the first VEX form raises #UD in both engines.
+#[test]
+fn vex_with_avx_disabled_is_ud() {
+    for op in [
+        (|a: Asm| a.vaddsd(xmm1, xmm2, xmm3).map(|_| ())) as fn(Asm) -> R,
+        |a| a.vucomisd(xmm1, qword_ptr(rbx)).map(|_| ()),
+        |a| a.vcvttsd2si(rax, xmm1).map(|_| ()),
+    ] {
+        let e = single(op, &|m| m.cpu.state.xcr0 = 0b11);
+        assert!(is_exception(&e), "{e:?}");
+        assert_eq!(e.retired, 2, "{e:?}");
+    }
+}
+
 /// The MXCSR environments: default (flags clear, or PE / all flags already set), each
 /// rounding mode, DAZ, FTZ, and unmasked exceptions (#XM/#UD at the first one raised).
 const ENVS: &[u32] = &[

@@ -1,5 +1,6 @@
-//! Native lowering of legacy SSE floating-point arithmetic: ADD/SUB/MUL/DIV/SQRT {SS,SD,PS,PD},
-//! MIN/MAX {SS,SD}, (U)COMIS{S,D}, CVTSI2S{S,D}, CVTTS{S,D}2SI and CVTSS2SD/CVTSD2SS.
+//! Native lowering of SSE floating-point arithmetic: ADD/SUB/MUL/DIV/SQRT {SS,SD,PS,PD},
+//! MIN/MAX {SS,SD}, (U)COMIS{S,D}, CVTSI2S{S,D}, CVTTS{S,D}2SI and CVTSS2SD/CVTSD2SS (legacy),
+//! and the VEX.128 scalar forms of the same (VADDSD, …, VCVTSD2SS, VUCOMISD).
 //!
 //! The model is the interpreter's quick host path (`lockstep_interp::fp::host_quick`): when
 //! the guest MXCSR is the default environment (all exceptions masked, round to nearest, no
@@ -65,12 +66,30 @@ struct Spec {
     f64: bool,
     /// Lanes computed: 1 (scalar) or 2/4 (packed, the whole XMM register).
     lanes: u8,
+    /// VEX encoding: the first source is operand 1 (bits 127:lane of the result come from
+    /// it, bits 255:128 are zeroed) and the second operand 2 — except for the two-operand
+    /// COMIS and CVTT*2SI, whose operands are those of the legacy forms.
+    vex: bool,
 }
 
 impl Spec {
     /// The fast path needs the default MXCSR environment.
     fn needs_env(self) -> bool {
         !matches!(self.op, Op::MinMax(_) | Op::Comi)
+    }
+
+    /// Three-operand VEX form (`dst, src1, src2`).
+    fn three(self) -> bool {
+        self.vex && !matches!(self.op, Op::Comi | Op::FloatToInt)
+    }
+
+    /// Operand numbers of the first and second source.
+    fn sources(self) -> (u32, u32) {
+        if self.three() {
+            (1, 2)
+        } else {
+            (0, 1)
+        }
     }
 }
 
@@ -89,8 +108,18 @@ fn host_fma() -> bool {
 
 fn classify(ins: &Instruction) -> Option<Spec> {
     use Code as C;
-    let s = |op, f64, lanes| Some(Spec { op, f64, lanes });
+    let s = |op, f64, lanes| {
+        Some(Spec {
+            op,
+            f64,
+            lanes,
+            vex: false,
+        })
+    };
     let a = |x| Op::Arith(x);
+    if let Some(spec) = classify_vex(ins) {
+        return Some(spec);
+    }
     match ins.code() {
         C::Addss_xmm_xmmm32 => s(a(Ar::Add), false, 1),
         C::Addsd_xmm_xmmm64 => s(a(Ar::Add), true, 1),
@@ -124,6 +153,45 @@ fn classify(ins: &Instruction) -> Option<Spec> {
         C::Cvttsd2si_r32_xmmm64 | C::Cvttsd2si_r64_xmmm64 => s(Op::FloatToInt, true, 1),
         C::Cvtss2sd_xmm_xmmm32 => s(Op::Widen, false, 1),
         C::Cvtsd2ss_xmm_xmmm64 => s(Op::Narrow, true, 1),
+        _ => None,
+    }
+}
+
+/// The VEX scalar forms.
+fn classify_vex(ins: &Instruction) -> Option<Spec> {
+    use Code as C;
+    let s = |op, f64| {
+        Some(Spec {
+            op,
+            f64,
+            lanes: 1,
+            vex: true,
+        })
+    };
+    let a = |x| Op::Arith(x);
+    match ins.code() {
+        C::VEX_Vaddss_xmm_xmm_xmmm32 => s(a(Ar::Add), false),
+        C::VEX_Vaddsd_xmm_xmm_xmmm64 => s(a(Ar::Add), true),
+        C::VEX_Vsubss_xmm_xmm_xmmm32 => s(a(Ar::Sub), false),
+        C::VEX_Vsubsd_xmm_xmm_xmmm64 => s(a(Ar::Sub), true),
+        C::VEX_Vmulss_xmm_xmm_xmmm32 => s(a(Ar::Mul), false),
+        C::VEX_Vmulsd_xmm_xmm_xmmm64 => s(a(Ar::Mul), true),
+        C::VEX_Vdivss_xmm_xmm_xmmm32 => s(a(Ar::Div), false),
+        C::VEX_Vdivsd_xmm_xmm_xmmm64 => s(a(Ar::Div), true),
+        C::VEX_Vsqrtss_xmm_xmm_xmmm32 => s(a(Ar::Sqrt), false),
+        C::VEX_Vsqrtsd_xmm_xmm_xmmm64 => s(a(Ar::Sqrt), true),
+        C::VEX_Vminss_xmm_xmm_xmmm32 => s(Op::MinMax(false), false),
+        C::VEX_Vminsd_xmm_xmm_xmmm64 => s(Op::MinMax(false), true),
+        C::VEX_Vmaxss_xmm_xmm_xmmm32 => s(Op::MinMax(true), false),
+        C::VEX_Vmaxsd_xmm_xmm_xmmm64 => s(Op::MinMax(true), true),
+        C::VEX_Vcomiss_xmm_xmmm32 | C::VEX_Vucomiss_xmm_xmmm32 => s(Op::Comi, false),
+        C::VEX_Vcomisd_xmm_xmmm64 | C::VEX_Vucomisd_xmm_xmmm64 => s(Op::Comi, true),
+        C::VEX_Vcvtsi2ss_xmm_xmm_rm32 | C::VEX_Vcvtsi2ss_xmm_xmm_rm64 => s(Op::IntToFloat, false),
+        C::VEX_Vcvtsi2sd_xmm_xmm_rm32 | C::VEX_Vcvtsi2sd_xmm_xmm_rm64 => s(Op::IntToFloat, true),
+        C::VEX_Vcvttss2si_r32_xmmm32 | C::VEX_Vcvttss2si_r64_xmmm32 => s(Op::FloatToInt, false),
+        C::VEX_Vcvttsd2si_r32_xmmm64 | C::VEX_Vcvttsd2si_r64_xmmm64 => s(Op::FloatToInt, true),
+        C::VEX_Vcvtss2sd_xmm_xmm_xmmm32 => s(Op::Widen, false),
+        C::VEX_Vcvtsd2ss_xmm_xmm_xmmm64 => s(Op::Narrow, true),
         _ => None,
     }
 }
@@ -366,7 +434,11 @@ impl Lower<'_> {
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let ins = &d.ins;
     let spec = covered(ins)?;
-    let mut ok = l.sse_enabled();
+    let mut ok = if spec.vex {
+        l.avx_enabled()
+    } else {
+        l.sse_enabled()
+    };
     let st = l.state;
     let mx = l.b.ins().load(types::I32, host_mem(), st, OFF_MXCSR);
     if spec.needs_env() {
@@ -378,7 +450,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         ok = l.b.ins().band(ok, env);
     }
     let mut host = None;
-    if ins.op1_kind() == OpKind::Memory {
+    let (_, nb) = spec.sources();
+    if ins.op_kind(nb) == OpKind::Memory {
         let a = l.mem_addr(ins);
         let size = ins.memory_size().size() as u8;
         let (tr, _, ram) = l.mem_base();
@@ -393,8 +466,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     }
     // Values the slow path must not change: a GPR source, and RFLAGS (COMIS keeps its
     // non-status bits), read on the main path.
-    let gpr_src = (ins.op1_kind() == OpKind::Register && gpr_ref(ins.op1_register()).is_some())
-        .then(|| l.read_reg(ins.op1_register()));
+    let gpr_src = (ins.op_kind(nb) == OpKind::Register && gpr_ref(ins.op_register(nb)).is_some())
+        .then(|| l.read_reg(ins.op_register(nb)));
     let rf_old = (spec.op == Op::Comi).then(|| l.gpr(RFLAGS));
     let gpr_dst = (spec.op == Op::FloatToInt)
         .then(|| gpr_ref(ins.op0_register()))
@@ -475,8 +548,19 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         }
         Op::FloatToInt => l.write_reg(ins.op0_register(), res.vals[0]),
         _ => {
-            // The computed lanes; a scalar keeps the rest of the destination.
+            // The computed lanes; a legacy scalar keeps the rest of the destination, a VEX
+            // one takes bits 127:64 from the first source and zeroes bits 255:128.
             let off = vec_off(ins.op0_register());
+            if spec.vex {
+                let from = vec_off(ins.op1_register());
+                let lo = l.b.ins().load(types::I64, host_mem(), st, from);
+                let hi = l.b.ins().load(types::I64, host_mem(), st, from + 8);
+                let z = l.b.ins().iconst(types::I64, 0);
+                l.b.ins().store(host_mem(), lo, st, off);
+                l.b.ins().store(host_mem(), hi, st, off + 8);
+                l.b.ins().store(host_mem(), z, st, off + 16);
+                l.b.ins().store(host_mem(), z, st, off + 24);
+            }
             let w = res_width(spec) as i32;
             for (i, &v) in res.vals.iter().enumerate() {
                 l.b.ins().store(host_mem(), v, st, off + w * i as i32);
@@ -517,6 +601,7 @@ fn compute(
     let f = fmt(spec.f64);
     let st = l.state;
     let w = if spec.f64 { 8 } else { 4 };
+    let (na, nb) = spec.sources();
     // Lane `i` of XMM/memory operand `n` in format `f`.
     let lane = |l: &mut Lower, n: u32, i: i32| -> Value {
         match ins.op_kind(n) {
@@ -537,11 +622,11 @@ fn compute(
             let mut exacts = Vec::new();
             for i in 0..spec.lanes as i32 {
                 let a = if op == Ar::Sqrt {
-                    lane(l, 1, i)
+                    lane(l, nb, i)
                 } else {
-                    lane(l, 0, i)
+                    lane(l, na, i)
                 };
-                let b = lane(l, 1, i);
+                let b = lane(l, nb, i);
                 let (r, ok, exact) = l.arith_lane(f, op, a, b);
                 vals.push(r);
                 oks.push(ok);
@@ -557,7 +642,7 @@ fn compute(
             }
         }
         Op::MinMax(max) => {
-            let (a, b) = (lane(l, 0, 0), lane(l, 1, 0));
+            let (a, b) = (lane(l, na, 0), lane(l, nb, 0));
             let pa = l.plain(f, a);
             let pb = l.plain(f, b);
             let ok = l.b.ins().band(pa, pb);
@@ -576,7 +661,7 @@ fn compute(
             }
         }
         Op::Comi => {
-            let (a, b) = (lane(l, 0, 0), lane(l, 1, 0));
+            let (a, b) = (lane(l, na, 0), lane(l, nb, 0));
             let pa = l.plain(f, a);
             let pb = l.plain(f, b);
             let ok = l.b.ins().band(pa, pb);
@@ -595,8 +680,8 @@ fn compute(
             }
         }
         Op::IntToFloat => {
-            let wide = ins.op1_kind() == OpKind::Register && ins.op1_register().is_gpr64()
-                || ins.op1_kind() == OpKind::Memory && ins.memory_size().size() == 8;
+            let wide = ins.op_kind(nb) == OpKind::Register && ins.op_register(nb).is_gpr64()
+                || ins.op_kind(nb) == OpKind::Memory && ins.memory_size().size() == 8;
             let raw = match gpr_src {
                 Some(v) => v,
                 None => {
@@ -634,7 +719,7 @@ fn compute(
             }
         }
         Op::FloatToInt => {
-            let a = lane(l, 1, 0);
+            let a = lane(l, nb, 0);
             let x = l.fbits(f, a);
             let x = if spec.f64 {
                 x
@@ -668,7 +753,7 @@ fn compute(
         }
         Op::Widen => {
             // Exact; a NaN or a denormal raises a flag.
-            let a = lane(l, 1, 0);
+            let a = lane(l, nb, 0);
             let ok = l.plain(F32, a);
             let x = l.fbits(F32, a);
             let r = l.b.ins().fpromote(types::F64, x);
@@ -681,7 +766,7 @@ fn compute(
         }
         Op::Narrow => {
             // A zero or an infinity converts exactly; a band value needs a band result.
-            let a = lane(l, 1, 0);
+            let a = lane(l, nb, 0);
             let x = l.fbits(F64, a);
             let r = l.b.ins().fdemote(types::F32, x);
             let ri = l.ibits(F32, r);

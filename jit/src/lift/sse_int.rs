@@ -281,7 +281,7 @@ impl Lower<'_> {
     /// The checks every VEX instruction makes (`check_avx`): CR4.OSXSAVE set, XCR0 enabling
     /// SSE and AVX state, CR0.TS clear — computed once per block like [`Self::sse_enabled`]
     /// (XCR0 changes only through XSETBV, a trampoline call).
-    fn avx_enabled(&mut self) -> Value {
+    pub(super) fn avx_enabled(&mut self) -> Value {
         if let Some(v) = self.avx_ok {
             return v;
         }
