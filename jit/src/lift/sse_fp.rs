@@ -278,8 +278,11 @@ struct Res {
     /// Result lanes (integer bit patterns), or a GPR value (FloatToInt), or RFLAGS status bits
     /// (Comi).
     vals: Vec<Value>,
-    /// Inexact (I8 boolean), for the operations that may set PE.
+    /// Inexact (I8 boolean), for the conversions that may set PE.
     inexact: Option<Value>,
+    /// ADD/SUB/MUL/DIV/SQRT: the lanes' inputs of [`Lower::arith_exact`], evaluated only
+    /// when MXCSR.PE is still clear.
+    exact_later: Vec<[Value; 3]>,
 }
 
 impl Lower<'_> {
@@ -357,12 +360,12 @@ impl Lower<'_> {
         }
     }
 
-    /// One lane of ADD/SUB/MUL/DIV/SQRT (`host_quick::arith_native`): (result bits, ok,
-    /// exact).
-    fn arith_lane(&mut self, f: Fmt, op: Ar, a: Value, b: Value) -> (Value, Value, Value) {
+    /// One lane of ADD/SUB/MUL/DIV/SQRT (`host_quick::arith_native`): (result bits, ok, the
+    /// float operands and result for [`Self::arith_exact`]).
+    fn arith_lane(&mut self, f: Fmt, op: Ar, a: Value, b: Value) -> (Value, Value, [Value; 3]) {
         let (x, y) = (self.fbits(f, a), self.fbits(f, b));
         let zb_b = self.zero_or_band(f, b);
-        let (r, ok, exact) = match op {
+        match op {
             Ar::Add | Ar::Sub => {
                 let y = if op == Ar::Sub {
                     self.b.ins().fneg(y)
@@ -374,15 +377,7 @@ impl Lower<'_> {
                 let zb_a = self.zero_or_band(f, a);
                 let zb_r = self.zero_or_band(f, ri);
                 let ok = self.all(&[zb_a, zb_b, zb_r]);
-                // TwoSum: the error term is zero (an exact zero result included).
-                let bp = self.b.ins().fsub(r, x);
-                let ap = self.b.ins().fsub(r, bp);
-                let da = self.b.ins().fsub(x, ap);
-                let db = self.b.ins().fsub(y, bp);
-                let e = self.b.ins().fadd(da, db);
-                let ei = self.ibits(f, e);
-                let exact = self.is_zero(ei);
-                (ri, ok, exact)
+                (ri, ok, [x, y, r])
             }
             Ar::Mul => {
                 let r = self.b.ins().fmul(x, y);
@@ -394,9 +389,7 @@ impl Lower<'_> {
                 let rok = self.b.ins().bor(za, zb);
                 let rok = self.b.ins().bor(rok, br);
                 let ok = self.all(&[zb_a, zb_b, rok]);
-                // (A zero factor gives a zero remainder too.)
-                let exact = self.mul_exact(f, x, y, r);
-                (ri, ok, exact)
+                (ri, ok, [x, y, r])
             }
             Ar::Div => {
                 let r = self.b.ins().fdiv(x, y);
@@ -407,8 +400,7 @@ impl Lower<'_> {
                 let br = self.in_band(f, ri);
                 let rok = self.b.ins().bor(za, br);
                 let ok = self.all(&[zb_a, bb, rok]);
-                let exact = self.mul_exact(f, r, y, x);
-                (ri, ok, exact)
+                (ri, ok, [x, y, r])
             }
             Ar::Sqrt => {
                 let r = self.b.ins().sqrt(y);
@@ -422,11 +414,30 @@ impl Lower<'_> {
                 let rok = self.b.ins().bor(zb, br);
                 let inok = self.b.ins().bor(zb, bpos);
                 let ok = self.b.ins().band(inok, rok);
-                let exact = self.mul_exact(f, r, r, y);
-                (ri, ok, exact)
+                (ri, ok, [x, y, r])
             }
-        };
-        (r, ok, exact)
+        }
+    }
+
+    /// Is the lane's result exact? (`[x, y, r]` from [`Self::arith_lane`]; `y` negated for
+    /// SUB.)
+    fn arith_exact(&mut self, f: Fmt, op: Ar, [x, y, r]: [Value; 3]) -> Value {
+        match op {
+            Ar::Add | Ar::Sub => {
+                // TwoSum: the error term is zero (an exact zero result included).
+                let bp = self.b.ins().fsub(r, x);
+                let ap = self.b.ins().fsub(r, bp);
+                let da = self.b.ins().fsub(x, ap);
+                let db = self.b.ins().fsub(y, bp);
+                let e = self.b.ins().fadd(da, db);
+                let ei = self.ibits(f, e);
+                self.is_zero(ei)
+            }
+            // (A zero factor gives a zero remainder too.)
+            Ar::Mul => self.mul_exact(f, x, y, r),
+            Ar::Div => self.mul_exact(f, r, y, x),
+            Ar::Sqrt => self.mul_exact(f, r, r, y),
+        }
     }
 }
 
@@ -532,6 +543,34 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
 
     // Fast path: write the results.
     l.b.switch_to_block(commit);
+    if !res.exact_later.is_empty() {
+        // PE already set (the common case once a program has rounded anything): nothing to
+        // decide or store.
+        let Op::Arith(op) = spec.op else {
+            unreachable!("only arithmetic defers its exactness")
+        };
+        let decide = l.b.create_block();
+        let write = l.b.create_block();
+        let pe_set = l.b.ins().band_imm_s(mx, mxcsr::PE as i64);
+        l.b.ins().brif(pe_set, write, &[], decide, &[]);
+        l.b.seal_block(decide);
+        l.b.switch_to_block(decide);
+        let f = fmt(spec.f64);
+        let exacts: Vec<Value> = res
+            .exact_later
+            .iter()
+            .map(|&ops| l.arith_exact(f, op, ops))
+            .collect();
+        let exact = l.all(&exacts);
+        let pe = l.b.ins().iconst(types::I32, mxcsr::PE as i64);
+        let z = l.b.ins().iconst(types::I32, 0);
+        let pe = l.b.ins().select(exact, z, pe);
+        let m = l.b.ins().bor(mx, pe);
+        l.b.ins().store(host_mem(), m, st, OFF_MXCSR);
+        l.b.ins().jump(write, &[]);
+        l.b.seal_block(write);
+        l.b.switch_to_block(write);
+    }
     if let Some(inexact) = res.inexact {
         let pe = l.b.ins().iconst(types::I32, mxcsr::PE as i64);
         let z = l.b.ins().iconst(types::I32, 0);
@@ -619,7 +658,7 @@ fn compute(
         Op::Arith(op) => {
             let mut vals = Vec::new();
             let mut oks = Vec::new();
-            let mut exacts = Vec::new();
+            let mut later = Vec::new();
             for i in 0..spec.lanes as i32 {
                 let a = if op == Ar::Sqrt {
                     lane(l, nb, i)
@@ -627,18 +666,17 @@ fn compute(
                     lane(l, na, i)
                 };
                 let b = lane(l, nb, i);
-                let (r, ok, exact) = l.arith_lane(f, op, a, b);
+                let (r, ok, ops) = l.arith_lane(f, op, a, b);
                 vals.push(r);
                 oks.push(ok);
-                exacts.push(exact);
+                later.push(ops);
             }
             let ok = l.all(&oks);
-            let exact = l.all(&exacts);
-            let inexact = l.b.ins().icmp_imm_s(IntCC::Equal, exact, 0);
             Res {
                 ok,
                 vals,
-                inexact: Some(inexact),
+                inexact: None,
+                exact_later: later,
             }
         }
         Op::MinMax(max) => {
@@ -658,6 +696,7 @@ fn compute(
                 ok,
                 vals: vec![r],
                 inexact: None,
+                exact_later: Vec::new(),
             }
         }
         Op::Comi => {
@@ -677,6 +716,7 @@ fn compute(
                 ok,
                 vals: vec![bits],
                 inexact: None,
+                exact_later: Vec::new(),
             }
         }
         Op::IntToFloat => {
@@ -716,6 +756,7 @@ fn compute(
                 ok,
                 vals: vec![ri],
                 inexact: Some(inexact),
+                exact_later: Vec::new(),
             }
         }
         Op::FloatToInt => {
@@ -749,6 +790,7 @@ fn compute(
                 ok,
                 vals: vec![r],
                 inexact: Some(inexact),
+                exact_later: Vec::new(),
             }
         }
         Op::Widen => {
@@ -762,6 +804,7 @@ fn compute(
                 ok,
                 vals: vec![ri],
                 inexact: None,
+                exact_later: Vec::new(),
             }
         }
         Op::Narrow => {
@@ -786,6 +829,7 @@ fn compute(
                 ok,
                 vals: vec![ri],
                 inexact: Some(inexact),
+                exact_later: Vec::new(),
             }
         }
     }
