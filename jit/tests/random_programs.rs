@@ -466,6 +466,10 @@ fn random_sse_fp(g: &mut Gen) -> Option<Instruction> {
         "Addpd", "Subpd", "Mulpd", "Divpd", "Sqrtpd", "Addps", "Subps", "Mulps", "Divps", "Sqrtps",
     ];
     let vex = [
+        "Vfmadd132sd",
+        "Vfmsub213sd",
+        "Vfnmadd231sd",
+        "Vfnmsub132sd",
         "Vaddsd",
         "Vsubsd",
         "Vmulsd",

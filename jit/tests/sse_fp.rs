@@ -538,6 +538,94 @@ fn vex_scalar_forms_match_interpreter() {
     compare(&code, &slices, eager_config(), &|m| setup(m, 3, 0x1f80));
 }
 
+/// `op xmm1, xmm2, xmm5` and `op xmm1, xmm2, [t + 8]` (three different operands: XMM1 = a,
+/// XMM2 = b, XMM5 and the memory = the second lane of a).
+macro_rules! fma {
+    ($a:expr, $t:expr, $mem:ident, $($op:ident),*) => {$(
+        load_vex($a, $t)?;
+        $a.movups(xmm5, xmmword_ptr($t + 8))?;
+        $a.$op(xmm1, xmm2, xmm5)?;
+        fold_vex($a)?;
+        load_vex($a, $t)?;
+        $a.$op(xmm1, xmm2, $mem($t + 8))?;
+        fold_vex($a)?;
+    )*};
+}
+
+/// The scalar FMA3 forms (lowered only with MXCSR.PE already set).
+fn program_fma() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.mov(rcx, N)?;
+        a.mov(rbx, TAB_D)?;
+        a.mov(rbp, TAB_S)?;
+        a.mov(rdi, SCRATCH)?;
+        a.mov(rsi, MX_BASE)?;
+        a.xor(r8, r8)?;
+        a.set_label(&mut top)?;
+        let (t, u) = (rbx, rbp);
+        fma!(
+            a,
+            t,
+            qword_ptr,
+            vfmadd132sd,
+            vfmadd213sd,
+            vfmadd231sd,
+            vfmsub132sd,
+            vfmsub213sd,
+            vfmsub231sd,
+            vfnmadd132sd,
+            vfnmadd213sd,
+            vfnmadd231sd,
+            vfnmsub132sd,
+            vfnmsub213sd,
+            vfnmsub231sd
+        );
+        fma!(
+            a,
+            u,
+            dword_ptr,
+            vfmadd132ss,
+            vfmadd213ss,
+            vfmadd231ss,
+            vfmsub132ss,
+            vfmsub213ss,
+            vfmsub231ss,
+            vfnmadd132ss,
+            vfnmadd213ss,
+            vfnmadd231ss,
+            vfnmsub132ss,
+            vfnmsub213ss,
+            vfnmsub231ss
+        );
+        a.add(rbx, 32i32)?;
+        a.add(rbp, 32i32)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn fma_scalar_forms_match_interpreter() {
+    let code = program_fma();
+    let envs = [
+        0x1fa0u32, 0x1fa0, 0x1f80, 0x1fbf, 0x3fa0, 0x1fe0, 0x9fa0, 0x0fa0, 0x1f20,
+    ];
+    for (i, &mx) in envs.iter().enumerate() {
+        let (_, jit, exit) = compare(&code, &[100_000_000], eager_config(), &|m| {
+            setup(m, 50 + i as u64, mx)
+        });
+        if i < 2 {
+            assert!(exit.retired > 50_000, "{exit:?}");
+            assert!(jit.stats.native_insns > 100, "{:?}", jit.stats);
+        }
+        assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
+    }
+    let slices: Vec<u64> = (0..300).map(|i| 1 + (i * 43) % 83).collect();
+    compare(&code, &slices, eager_config(), &|m| setup(m, 4, 0x1fa0));
+}
+
 /// AVX state disabled in XCR0: the first VEX form raises #UD in both engines.
 #[test]
 fn vex_with_avx_disabled_is_ud() {

@@ -1,6 +1,7 @@
 //! Native lowering of SSE floating-point arithmetic: ADD/SUB/MUL/DIV/SQRT {SS,SD,PS,PD},
 //! MIN/MAX {SS,SD}, (U)COMIS{S,D}, CVTSI2S{S,D}, CVTTS{S,D}2SI and CVTSS2SD/CVTSD2SS (legacy),
-//! and the VEX.128 scalar forms of the same (VADDSD, …, VCVTSD2SS, VUCOMISD).
+//! and the VEX.128 scalar forms of the same (VADDSD, …, VCVTSD2SS, VUCOMISD); scalar FMA3
+//! (VFMADD/VFMSUB/VFNMADD/VFNMSUB{132,213,231}{SS,SD}) when MXCSR.PE is already set.
 //!
 //! The model is the interpreter's quick host path (`lockstep_interp::fp::host_quick`): when
 //! the guest MXCSR is the default environment (all exceptions masked, round to nearest, no
@@ -24,7 +25,7 @@ use cranelift_codegen::ir::{
     condcodes::{FloatCC, IntCC},
     types, InstBuilder, MemFlagsData, Type, Value,
 };
-use iced_x86::{Code, Instruction, OpKind};
+use iced_x86::{Code, EncodingKind, Instruction, Mnemonic, OpKind};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::fp::mxcsr;
 use lockstep_interp::operand::gpr_ref;
@@ -57,6 +58,14 @@ enum Op {
     Widen,
     /// CVTSD2SS.
     Narrow,
+    /// VFMADD/VFMSUB/VFNMADD/VFNMSUB{132,213,231}{SS,SD}: `(-)(a*b) (+/-) c` with the
+    /// operand order (132, 213, 231), rounded once. Lowered only with MXCSR.PE already set
+    /// (so its exactness need not be decided).
+    Fma {
+        order: u16,
+        neg_prod: bool,
+        neg_c: bool,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -78,7 +87,7 @@ impl Spec {
         !matches!(self.op, Op::MinMax(_) | Op::Comi)
     }
 
-    /// Three-operand VEX form (`dst, src1, src2`).
+    /// Three-operand VEX form (`dst, src1, src2`; FMA: `dst, src2, src3`).
     fn three(self) -> bool {
         self.vex && !matches!(self.op, Op::Comi | Op::FloatToInt)
     }
@@ -169,6 +178,9 @@ fn classify_vex(ins: &Instruction) -> Option<Spec> {
         })
     };
     let a = |x| Op::Arith(x);
+    if let Some(op) = fma_op(ins) {
+        return s(op, format_is_f64(ins));
+    }
     match ins.code() {
         C::VEX_Vaddss_xmm_xmm_xmmm32 => s(a(Ar::Add), false),
         C::VEX_Vaddsd_xmm_xmm_xmmm64 => s(a(Ar::Add), true),
@@ -196,6 +208,54 @@ fn classify_vex(ins: &Instruction) -> Option<Spec> {
     }
 }
 
+/// The scalar FMA3 forms (VEX only).
+fn fma_op(ins: &Instruction) -> Option<Op> {
+    use Mnemonic as M;
+    if ins.encoding() != EncodingKind::VEX {
+        return None;
+    }
+    let (kind, order) = match ins.mnemonic() {
+        M::Vfmadd132sd | M::Vfmadd132ss => (0, 132),
+        M::Vfmadd213sd | M::Vfmadd213ss => (0, 213),
+        M::Vfmadd231sd | M::Vfmadd231ss => (0, 231),
+        M::Vfmsub132sd | M::Vfmsub132ss => (1, 132),
+        M::Vfmsub213sd | M::Vfmsub213ss => (1, 213),
+        M::Vfmsub231sd | M::Vfmsub231ss => (1, 231),
+        M::Vfnmadd132sd | M::Vfnmadd132ss => (2, 132),
+        M::Vfnmadd213sd | M::Vfnmadd213ss => (2, 213),
+        M::Vfnmadd231sd | M::Vfnmadd231ss => (2, 231),
+        M::Vfnmsub132sd | M::Vfnmsub132ss => (3, 132),
+        M::Vfnmsub213sd | M::Vfnmsub213ss => (3, 213),
+        M::Vfnmsub231sd | M::Vfnmsub231ss => (3, 231),
+        _ => return None,
+    };
+    Some(Op::Fma {
+        order,
+        neg_prod: kind >= 2,
+        neg_c: kind & 1 == 1,
+    })
+}
+
+/// An FMA mnemonic of the SD (double) form?
+fn format_is_f64(ins: &Instruction) -> bool {
+    use Mnemonic as M;
+    matches!(
+        ins.mnemonic(),
+        M::Vfmadd132sd
+            | M::Vfmadd213sd
+            | M::Vfmadd231sd
+            | M::Vfmsub132sd
+            | M::Vfmsub213sd
+            | M::Vfmsub231sd
+            | M::Vfnmadd132sd
+            | M::Vfnmadd213sd
+            | M::Vfnmadd231sd
+            | M::Vfnmsub132sd
+            | M::Vfnmsub213sd
+            | M::Vfnmsub231sd
+    )
+}
+
 /// What `ins` does, if it is lowered here.
 fn covered(ins: &Instruction) -> Option<Spec> {
     if ins.has_lock_prefix() {
@@ -203,7 +263,8 @@ fn covered(ins: &Instruction) -> Option<Spec> {
     }
     let spec = classify(ins)?;
     // The f64 remainders need the host FMA.
-    let fma = matches!(spec.op, Op::Arith(Ar::Mul | Ar::Div | Ar::Sqrt)) && spec.f64;
+    let fma = matches!(spec.op, Op::Arith(Ar::Mul | Ar::Div | Ar::Sqrt)) && spec.f64
+        || matches!(spec.op, Op::Fma { .. });
     if fma && !host_fma() {
         return None;
     }
@@ -460,6 +521,11 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         let env = l.b.ins().icmp_imm_s(IntCC::Equal, m, masks);
         ok = l.b.ins().band(ok, env);
     }
+    if matches!(spec.op, Op::Fma { .. }) {
+        let pe = l.b.ins().band_imm_s(mx, mxcsr::PE as i64);
+        let pe_set = l.b.ins().icmp_imm_s(IntCC::NotEqual, pe, 0);
+        ok = l.b.ins().band(ok, pe_set);
+    }
     let mut host = None;
     let (_, nb) = spec.sources();
     if ins.op_kind(nb) == OpKind::Memory {
@@ -591,7 +657,12 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
             // one takes bits 127:64 from the first source and zeroes bits 255:128.
             let off = vec_off(ins.op0_register());
             if spec.vex {
-                let from = vec_off(ins.op1_register());
+                // (FMA: the destination is the first source.)
+                let from = if matches!(spec.op, Op::Fma { .. }) {
+                    off
+                } else {
+                    vec_off(ins.op1_register())
+                };
                 let lo = l.b.ins().load(types::I64, host_mem(), st, from);
                 let hi = l.b.ins().load(types::I64, host_mem(), st, from + 8);
                 let z = l.b.ins().iconst(types::I64, 0);
@@ -790,6 +861,37 @@ fn compute(
                 ok,
                 vals: vec![r],
                 inexact: Some(inexact),
+                exact_later: Vec::new(),
+            }
+        }
+        Op::Fma {
+            order,
+            neg_prod,
+            neg_c,
+        } => {
+            let (d, s2, s3) = (lane(l, 0, 0), lane(l, 1, 0), lane(l, 2, 0));
+            let (a, b, c) = match order {
+                132 => (d, s3, s2),
+                213 => (s2, d, s3),
+                _ => (s2, s3, d),
+            };
+            // Operands zero or in the band and a result in the band: no flag but PE (already
+            // set) is possible, and the host's fused result is the guest's. (A zero result may
+            // be an underflow: slow path.)
+            let za = l.zero_or_band(f, a);
+            let zb = l.zero_or_band(f, b);
+            let zc = l.zero_or_band(f, c);
+            let (x, y, z) = (l.fbits(f, a), l.fbits(f, b), l.fbits(f, c));
+            let x = if neg_prod { l.b.ins().fneg(x) } else { x };
+            let z = if neg_c { l.b.ins().fneg(z) } else { z };
+            let r = l.b.ins().fma(x, y, z);
+            let ri = l.ibits(f, r);
+            let br = l.in_band(f, ri);
+            let ok = l.all(&[za, zb, zc, br]);
+            Res {
+                ok,
+                vals: vec![ri],
+                inexact: None,
                 exact_later: Vec::new(),
             }
         }
