@@ -78,7 +78,7 @@ const FAMILIES: [Family; 5] = [
         lower: super::sse_int::lower,
     },
     Family {
-        covers: super::sse_fp::covers,
+        covers: super::sse_fp_forms::covers,
         lower: super::sse_fp::lower,
     },
     Family {

@@ -16,6 +16,7 @@ mod mem;
 mod muldiv;
 mod shift;
 mod sse_fp;
+mod sse_fp_forms;
 mod sse_int;
 mod sse_mov;
 
