@@ -397,7 +397,8 @@ fn random_simd(g: &mut Gen) -> Option<Instruction> {
         "Vpshufb",
         "Vpunpcklbw",
     ];
-    match g.below(12) {
+    match g.below(15) {
+        12..=14 => random_sse_fp(g),
         0..=2 => {
             let c = code(&format!("{}_xmm_xmmm128", g.pick(&bin)));
             if g.chance(20) {
@@ -447,6 +448,96 @@ fn random_simd(g: &mut Gen) -> Option<Instruction> {
             0 => Some(Instruction::with(Code::VEX_Vzeroupper)),
             _ => Instruction::with2(Code::VEX_Vpbroadcastb_ymm_xmmm8, y(g), x(g)).ok(),
         },
+    }
+}
+
+/// One SSE floating-point instruction of the natively lowered set (`lift/sse_fp.rs`).
+fn random_sse_fp(g: &mut Gen) -> Option<Instruction> {
+    let x = |g: &mut Gen| reg_at(Register::XMM0 as u32 + g.below(16) as u32);
+    let scalar = [
+        "Addsd", "Subsd", "Mulsd", "Divsd", "Sqrtsd", "Minsd", "Maxsd", "Comisd", "Ucomisd",
+        "Cvtsd2ss",
+    ];
+    let single = [
+        "Addss", "Subss", "Mulss", "Divss", "Sqrtss", "Minss", "Maxss", "Comiss", "Ucomiss",
+        "Cvtss2sd",
+    ];
+    let packed = [
+        "Addpd", "Subpd", "Mulpd", "Divpd", "Sqrtpd", "Addps", "Subps", "Mulps", "Divps", "Sqrtps",
+    ];
+    let vex = [
+        "Vfmadd132sd",
+        "Vfmsub213sd",
+        "Vfnmadd231sd",
+        "Vfnmsub132sd",
+        "Vaddsd",
+        "Vsubsd",
+        "Vmulsd",
+        "Vdivsd",
+        "Vsqrtsd",
+        "Vminsd",
+        "Vmaxsd",
+        "Vcvtsd2ss",
+    ];
+    match g.below(6) {
+        5 => {
+            let c = code(&format!("VEX_{}_xmm_xmm_xmmm64", g.pick(&vex)));
+            if g.chance(25) {
+                Instruction::with3(c, x(g), x(g), g.mem(8)).ok()
+            } else {
+                Instruction::with3(c, x(g), x(g), x(g)).ok()
+            }
+        }
+        0 => {
+            let c = code(&format!("{}_xmm_xmmm64", g.pick(&scalar)));
+            if g.chance(25) {
+                Instruction::with2(c, x(g), g.mem(8)).ok()
+            } else {
+                Instruction::with2(c, x(g), x(g)).ok()
+            }
+        }
+        1 => {
+            let c = code(&format!("{}_xmm_xmmm32", g.pick(&single)));
+            if g.chance(25) {
+                Instruction::with2(c, x(g), g.mem(4)).ok()
+            } else {
+                Instruction::with2(c, x(g), x(g)).ok()
+            }
+        }
+        2 => {
+            let c = code(&format!("{}_xmm_xmmm128", g.pick(&packed)));
+            if g.chance(20) {
+                Instruction::with2(c, x(g), g.mem(16)).ok()
+            } else {
+                Instruction::with2(c, x(g), x(g)).ok()
+            }
+        }
+        3 => {
+            let (c, s) = match g.below(4) {
+                0 => (Code::Cvtsi2sd_xmm_rm64, 8),
+                1 => (Code::Cvtsi2sd_xmm_rm32, 4),
+                2 => (Code::Cvtsi2ss_xmm_rm64, 8),
+                _ => (Code::Cvtsi2ss_xmm_rm32, 4),
+            };
+            if g.chance(25) {
+                Instruction::with2(c, x(g), g.mem(s)).ok()
+            } else {
+                Instruction::with2(c, x(g), g.reg(s)).ok()
+            }
+        }
+        _ => {
+            let (c, s, m) = match g.below(4) {
+                0 => (Code::Cvttsd2si_r64_xmmm64, 8, 8),
+                1 => (Code::Cvttsd2si_r32_xmmm64, 4, 8),
+                2 => (Code::Cvttss2si_r64_xmmm32, 8, 4),
+                _ => (Code::Cvttss2si_r32_xmmm32, 4, 4),
+            };
+            if g.chance(25) {
+                Instruction::with2(c, g.reg(s), g.mem(m)).ok()
+            } else {
+                Instruction::with2(c, g.reg(s), x(g)).ok()
+            }
+        }
     }
 }
 

@@ -71,10 +71,14 @@ struct Family {
 }
 
 /// The families tried before the core subset of this file, in order.
-const FAMILIES: [Family; 4] = [
+const FAMILIES: [Family; 5] = [
     Family {
         covers: super::sse_int::covers,
         lower: super::sse_int::lower,
+    },
+    Family {
+        covers: super::sse_fp_forms::covers,
+        lower: super::sse_fp::lower,
     },
     Family {
         covers: super::muldiv::covers,

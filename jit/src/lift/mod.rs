@@ -15,6 +15,8 @@ mod insn;
 mod mem;
 mod muldiv;
 mod shift;
+mod sse_fp;
+mod sse_fp_forms;
 mod sse_int;
 mod sse_mov;
 

@@ -209,7 +209,7 @@ fn operand_ok(ins: &Instruction, n: u32) -> bool {
 
 /// Byte offset of the YMM register of XMM/YMM register `r` in `CpuState` (bits 127:0 there,
 /// bits 255:128 at +16).
-fn vec_off(r: Register) -> i32 {
+pub(super) fn vec_off(r: Register) -> i32 {
     let i = if r.is_ymm() {
         r as usize - Register::YMM0 as usize
     } else {
@@ -225,7 +225,7 @@ fn lanes_le() -> MemFlagsData {
 
 /// General-purpose registers the interpreter's handler reads or writes for `ins` (address
 /// registers and GPR operands), as a mask of GPR indices.
-fn used_gprs(ins: &Instruction) -> u32 {
+pub(super) fn used_gprs(ins: &Instruction) -> u32 {
     let mut m = 0;
     let mut add = |r: Register| {
         if let Some(g) = gpr_ref(r) {
@@ -263,7 +263,7 @@ impl Lower<'_> {
     /// The checks every SSE instruction makes (`check_sse`): CR0.EM and CR0.TS clear,
     /// CR4.OSFXSR set — computed once per block (until a trampoline call, which may change
     /// CR0/CR4).
-    fn sse_enabled(&mut self) -> Value {
+    pub(super) fn sse_enabled(&mut self) -> Value {
         if let Some(v) = self.sse_ok {
             return v;
         }
@@ -281,7 +281,7 @@ impl Lower<'_> {
     /// The checks every VEX instruction makes (`check_avx`): CR4.OSXSAVE set, XCR0 enabling
     /// SSE and AVX state, CR0.TS clear — computed once per block like [`Self::sse_enabled`]
     /// (XCR0 changes only through XSETBV, a trampoline call).
-    fn avx_enabled(&mut self) -> Value {
+    pub(super) fn avx_enabled(&mut self) -> Value {
         if let Some(v) = self.avx_ok {
             return v;
         }
