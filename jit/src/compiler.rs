@@ -114,6 +114,37 @@ fn use_adapters() -> bool {
     std::env::var("LOCKSTEP_JIT_PRESERVE").map_or(true, |v| v != "0")
 }
 
+/// Declare and define in `module` a one-block function `name` of signature `sig` whose body
+/// `body` emits, given the builder and the function's parameters (not finalised).
+fn define_small(
+    module: &mut JITModule,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    name: &str,
+    sig: Signature,
+    body: impl FnOnce(&mut FunctionBuilder<'_>, &[cranelift_codegen::ir::Value]),
+) -> FuncId {
+    let frontend = module.isa().frontend_config();
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .unwrap_or_else(|e| panic!("declare {name}: {e}"));
+    ctx.clear();
+    ctx.func.signature = sig;
+    let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+    let blk = b.create_block();
+    b.append_block_params_for_function_params(blk);
+    b.switch_to_block(blk);
+    b.seal_block(blk);
+    let p = b.block_params(blk).to_vec();
+    body(&mut b, &p);
+    b.finalize(frontend);
+    module
+        .define_function(id, ctx)
+        .unwrap_or_else(|e| panic!("define {name}: {e}"));
+    module.clear_context(ctx);
+    id
+}
+
 /// Define and finalise in `module` one `preserve_all` adapter for each of the load, store and
 /// raise helpers, with the helper's parameters (the frame first), that calls the helper (C
 /// convention) and stores its result in `Frame::ret` (a `preserve_all` function has no
@@ -124,7 +155,6 @@ fn make_adapters(
     fctx: &mut FunctionBuilderContext,
 ) -> HelperAddrs {
     let cc = module.isa().default_call_conv();
-    let frontend = module.isa().frontend_config();
     let c_sigs = lift::helper_signatures(cc);
     let targets = [
         (1, crate::helpers::load as *const () as u64),
@@ -135,33 +165,21 @@ fn make_adapters(
     for (i, target) in targets {
         let c_sig = c_sigs[i].clone();
         let sig = lift::adapter_signature(&c_sig);
-        let id = module
-            .declare_function(&format!("adapter{i}"), Linkage::Local, &sig)
-            .expect("declare adapter");
-        ctx.clear();
-        ctx.func.signature = sig;
-        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let blk = b.create_block();
-        b.append_block_params_for_function_params(blk);
-        b.switch_to_block(blk);
-        b.seal_block(blk);
-        let p = b.block_params(blk).to_vec();
-        let csig = b.import_signature(c_sig);
-        let f = b.ins().iconst(types::I64, target as i64);
-        let call = b.ins().call_indirect(csig, f, &p);
-        if let Some(&r) = b.inst_results(call).first() {
-            let r = if b.func.dfg.value_type(r) == types::I64 {
-                r
-            } else {
-                b.ins().uextend(types::I64, r)
-            };
-            let flags = cranelift_codegen::ir::MemFlagsData::trusted();
-            b.ins().store(flags, r, p[0], Frame::OFF_RET);
-        }
-        b.ins().return_(&[]);
-        b.finalize(frontend);
-        module.define_function(id, ctx).expect("define adapter");
-        module.clear_context(ctx);
+        let id = define_small(module, ctx, fctx, &format!("adapter{i}"), sig, |b, p| {
+            let csig = b.import_signature(c_sig);
+            let f = b.ins().iconst(types::I64, target as i64);
+            let call = b.ins().call_indirect(csig, f, p);
+            if let Some(&r) = b.inst_results(call).first() {
+                let r = if b.func.dfg.value_type(r) == types::I64 {
+                    r
+                } else {
+                    b.ins().uextend(types::I64, r)
+                };
+                let flags = cranelift_codegen::ir::MemFlagsData::trusted();
+                b.ins().store(flags, r, p[0], Frame::OFF_RET);
+            }
+            b.ins().return_(&[]);
+        });
         ids.push(id);
     }
     module.finalize_definitions().expect("finalise adapters");
@@ -193,30 +211,17 @@ fn make_enter(
     fctx: &mut FunctionBuilderContext,
 ) -> EnterFn {
     let cc = module.isa().default_call_conv();
-    let frontend = module.isa().frontend_config();
     let mut sig = Signature::new(cc);
     for _ in 0..3 {
         sig.params.push(AbiParam::new(types::I64));
     }
     sig.returns.push(AbiParam::new(types::I32));
-    let id = module
-        .declare_function("enter", Linkage::Local, &sig)
-        .expect("declare enter");
-    ctx.clear();
-    ctx.func.signature = sig;
-    let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-    let blk = b.create_block();
-    b.append_block_params_for_function_params(blk);
-    b.switch_to_block(blk);
-    b.seal_block(blk);
-    let p = b.block_params(blk).to_vec();
-    let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
-    let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1]]);
-    let r = b.inst_results(call)[0];
-    b.ins().return_(&[r]);
-    b.finalize(frontend);
-    module.define_function(id, ctx).expect("define enter");
-    module.clear_context(ctx);
+    let id = define_small(module, ctx, fctx, "enter", sig, |b, p| {
+        let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
+        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1]]);
+        let r = b.inst_results(call)[0];
+        b.ins().return_(&[r]);
+    });
     module.finalize_definitions().expect("finalise enter");
     let f = module.get_finalized_function(id);
     // SAFETY: `enter` was just compiled with exactly this C-convention signature.

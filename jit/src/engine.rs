@@ -221,16 +221,52 @@ const FINALIZE_WAIT: u32 = 64;
 /// the page's blocks run in the interpreter — same results, bounded compile time.
 const MAX_PAGE_COMPILES: u32 = 256;
 
-/// One cache line: what the dispatcher reads on every lookup; the rest is boxed.
+/// One cache line: what the dispatcher reads on every lookup (the compiled function's extras
+/// are in `Jit::extras`, at the same index). A compiled block runs without the dispatcher
+/// touching its `Block` (another cache line, often a miss in a boot's large working set):
+/// `word0` and `len` answer validity and the budget check.
 #[repr(align(64))]
 struct Entry {
     key: BlockKey,
     block: Arc<Block>,
-    /// Code bitness of the block (16, 32 or 64).
-    block_bitness: u32,
+    /// The code word ([`GuestRam::code_word`]) the block's page must have for the block to be
+    /// valid when the block lies in one page (its key's); 0 otherwise (never a valid word):
+    /// ask [`Block::valid`].
+    word0: u32,
     count: u32,
+    /// Instructions in the block.
+    len: u32,
     tier: Tier,
-    extra: Option<Box<CompiledExtra>>,
+}
+
+impl Entry {
+    fn new(key: BlockKey, block: Arc<Block>) -> Entry {
+        let word0 = {
+            let mut words = block.code_words();
+            match (words.next(), words.next()) {
+                (Some((page, w)), None) if page == key.phys >> 12 => w,
+                _ => 0,
+            }
+        };
+        Entry {
+            key,
+            len: block.insns.len() as u32,
+            block,
+            word0,
+            count: 0,
+            tier: Tier::Cold,
+        }
+    }
+
+    /// [`Block::valid`], from the entry's own line when the block lies in one page.
+    #[inline]
+    fn valid(&self, ram: &GuestRam) -> bool {
+        if self.word0 != 0 {
+            ram.code_word(self.key.phys >> 12) == self.word0
+        } else {
+            self.block.valid(ram)
+        }
+    }
 }
 
 /// What a compiled entry keeps besides its function.
@@ -250,6 +286,8 @@ pub struct Jit {
     /// The translation cache: entries by index, and their keys. Entries are only replaced
     /// (same key) or all dropped at once (flush), so an index stays valid until a flush.
     entries: Vec<Entry>,
+    /// Per entry (same index): what a compiled entry keeps besides its function.
+    extras: Vec<Option<Box<CompiledExtra>>>,
     index: FixedMap<BlockKey, u32>,
     /// Direct-mapped by RIP, in front of the map: the index of the entry last found at that
     /// RIP (used when its key is the one looked up; saves the map probe).
@@ -311,6 +349,7 @@ impl Jit {
         Jit {
             config,
             entries: Vec::new(),
+            extras: Vec::new(),
             index: FixedMap::default(),
             front: vec![u32::MAX; FRONT_ENTRIES].into_boxed_slice(),
             page_compiles: FixedMap::default(),
@@ -325,6 +364,7 @@ impl Jit {
     /// Drop every translation (compiled or not).
     pub fn flush(&mut self) {
         self.entries.clear();
+        self.extras.clear();
         self.index.clear();
         self.front.fill(u32::MAX);
         self.page_compiles.clear();
@@ -348,12 +388,14 @@ impl Jit {
         match self.index.get(&e.key) {
             Some(&i) => {
                 self.entries[i as usize] = e;
+                self.extras[i as usize] = None;
                 i as usize
             }
             None => {
                 let i = self.entries.len();
                 self.index.insert(e.key, i as u32);
                 self.entries.push(e);
+                self.extras.push(None);
                 i
             }
         }
@@ -361,10 +403,9 @@ impl Jit {
 
     /// The decoded block and IR text (if kept) cached under `key`.
     pub fn block_info(&self, key: &BlockKey) -> Option<(Arc<Block>, Option<&str>)> {
-        self.entry(key).map(|e| {
-            let ir = e.extra.as_ref().and_then(|x| x.ir.as_deref());
-            (e.block.clone(), ir)
-        })
+        let i = *self.index.get(key)? as usize;
+        let ir = self.extras[i].as_ref().and_then(|x| x.ir.as_deref());
+        Some((self.entries[i].block.clone(), ir))
     }
 
     /// Run exactly one block (compiled or interpreted) within the budget; used by `Verify`.
@@ -400,7 +441,6 @@ impl Jit {
     /// Look up (or decode) the block at RIP, promote it through the tiers, and run it.
     fn dispatch(&mut self, ctx: &mut Ctx) -> Dispatched {
         let rip = ctx.cpu.state.rip;
-        let bitness = ctx.cpu.state.code_bitness();
         let threshold = self.config.threshold;
         self.stats.lookups += 1;
         // Translation, and in legacy modes the CS-limit window (part of the key).
@@ -423,7 +463,7 @@ impl Jit {
             self.index.get(&key).map(|&i| i as usize)
         };
         let (idx, valid) = match found {
-            Some(i) if self.entries[i].block.valid(ctx.ram) => (i, true),
+            Some(i) if self.entries[i].valid(ctx.ram) => (i, true),
             _ => {
                 let block = match ctx.block_at_rip() {
                     // The JIT keeps its own copy of the decoded block (the interpreter's cache
@@ -440,14 +480,7 @@ impl Jit {
                 if self.entries.len() >= self.config.max_entries {
                     self.flush();
                 }
-                let i = self.insert_entry(Entry {
-                    key,
-                    block,
-                    block_bitness: bitness,
-                    count: 0,
-                    tier: Tier::Cold,
-                    extra: None,
-                });
+                let i = self.insert_entry(Entry::new(key, block));
                 (i, false)
             }
         };
@@ -492,9 +525,9 @@ impl Jit {
         // step() honours it exactly.
         let pending_yield = ctx.cpu.yield_requested;
         if let Tier::Ready(f) = e.tier {
-            if remaining >= e.block.insns.len() as u64 && !pending_yield {
+            if remaining >= e.len as u64 && !pending_yield {
                 let mut frame = Frame::new(ctx);
-                let len = e.block.insns.len() as u64;
+                let len = e.len as u64;
                 // Other blocks may jump to it (the function checks on such an entry that it
                 // is still the right code for `rip`: see `crate::chain`).
                 self.chain.set(ChainEntry {
@@ -609,12 +642,12 @@ impl Jit {
                     .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
                 // Only blocks that ran often enough to matter (not cold error paths).
                 let warm = e.count.saturating_mul(4) >= self.config.threshold;
-                if e.block_bitness == 64
+                if e.key.bitness == 64
                     && warm
                     && n > 0
                     && in_page
                     && insns + n <= self.config.region_insns
-                    && e.block.valid(ram)
+                    && e.valid(ram)
                 {
                     insns += n;
                     out.push(e.block.clone());
@@ -645,7 +678,7 @@ impl Jit {
         };
         let e = self.entry(key).expect("entry present");
         match e.tier {
-            Tier::Cold if count >= threshold && e.block_bitness != 64 => {
+            Tier::Cold if count >= threshold && e.key.bitness != 64 => {
                 // 16/32-bit code is interpreted for good (the native lowering and its
                 // addressing assume 64-bit mode; see docs/jit.md).
                 self.entry_mut(key).expect("entry present").tier = Tier::Failed;
@@ -683,7 +716,7 @@ impl Jit {
                         self.stats.region_edges += c.stats.edges as u64;
                         self.stats.dyn_folds += c.stats.dyn_folds as u64;
                         e.tier = Tier::Pending(c.id);
-                        e.extra = Some(Box::new(CompiledExtra {
+                        self.extras[i] = Some(Box::new(CompiledExtra {
                             _region: region.into_iter().skip(1).collect(),
                             ir: c.ir,
                             code_len: c.code_bytes,
@@ -727,7 +760,7 @@ impl Jit {
                     let f = self.compiler.get(id);
                     e.tier = Tier::Ready(f);
                     if let Some(dir) = std::env::var_os("LOCKSTEP_JIT_DUMP_CODE") {
-                        let len = e.extra.as_ref().map_or(0, |x| x.code_len);
+                        let len = self.extras[i as usize].as_ref().map_or(0, |x| x.code_len);
                         dump_code(&dir, f, len);
                     }
                 }
