@@ -536,3 +536,50 @@ fn scalar_moves_match_interpreter() {
         compare(&code, &slices, eager_config(), &|m| fill(m, seed));
     }
 }
+
+/// MOVHPS/MOVHPD/MOVLPS/MOVLPD loads and stores (one qword of the register; the rest, the
+/// upper YMM half included, kept) and VMOVSS/VMOVSD loads (zero-extended to 256 bits),
+/// stores and register merges (the destination aliasing either source) — with page-crossing
+/// accesses.
+fn program_half_moves() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.mov(rcx, 40u64)?;
+        a.mov(rbx, DATA_BASE)?;
+        a.set_label(&mut top)?;
+        a.movhps(xmm1, qword_ptr(rbx + 0x40))?;
+        a.movhpd(xmm2, qword_ptr(rbx + 0x4b))?;
+        a.movlps(xmm3, qword_ptr(rbx + 0x51))?;
+        a.movlpd(xmm4, qword_ptr(rbx + 0xffc))?;
+        a.movhps(qword_ptr(rbx + 0x1100), xmm5)?;
+        a.movhpd(qword_ptr(rbx + 0xffb), xmm6)?;
+        a.movlps(qword_ptr(rbx + 0x1208), xmm7)?;
+        a.movlpd(qword_ptr(rbx + 0x1301), xmm8)?;
+        a.vmovsd(xmm9, qword_ptr(rbx + 0x60))?;
+        a.vmovss(xmm10, dword_ptr(rbx + 0xffe))?;
+        a.vmovsd(qword_ptr(rbx + 0x1400), xmm11)?;
+        a.vmovss(dword_ptr(rbx + 0xffd), xmm12)?;
+        a.vmovsd_3(xmm13, xmm14, xmm15)?;
+        a.vmovss_3(xmm1, xmm1, xmm2)?;
+        a.vmovsd_3(xmm3, xmm4, xmm3)?;
+        a.vmovss_3(xmm5, xmm6, xmm5)?;
+        a.addpd(xmm1, xmm2)?;
+        a.add(rbx, 8i32)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn half_and_vex_scalar_moves_match_interpreter() {
+    let code = program_half_moves();
+    for seed in [7u64, 1234] {
+        let (_, jit, exit) = compare(&code, &[1_000_000], eager_config(), &|m| fill(m, seed));
+        assert_eq!(exit.retired, 2 + 40 * 20, "{exit:?}");
+        assert!(jit.stats.native_insns > 20, "{:?}", jit.stats);
+        assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
+        let slices: Vec<u64> = (0..200).map(|i| 1 + (i * 29) % 37).collect();
+        compare(&code, &slices, eager_config(), &|m| fill(m, seed));
+    }
+}

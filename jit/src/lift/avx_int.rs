@@ -65,6 +65,16 @@ pub(super) fn classify(ins: &Instruction) -> Option<Spec> {
         C::VEX_Vmovd_rm32_xmm | C::VEX_Vmovq_rm64_xmm | C::VEX_Vmovq_xmmm64_xmm => {
             return spec(Op::MovFromVec, 1)
         }
+        // VMOVSS/VMOVSD (`avx_mov::h_scalar_load`, `h_low_store`, `h_movsd_merge`): a load
+        // zero-extends the scalar to 256 bits, a store writes it, the register form merges.
+        C::VEX_Vmovss_xmm_m32 | C::VEX_Vmovsd_xmm_m64 => return spec(Op::MovToVec, 1),
+        C::VEX_Vmovss_m32_xmm | C::VEX_Vmovsd_m64_xmm => return spec(Op::MovFromVec, 1),
+        C::VEX_Vmovss_xmm_xmm_xmm | C::VEX_Vmovss_xmm_xmm_xmm_0F11 => {
+            return spec(Op::MergeLow(4), 1)
+        }
+        C::VEX_Vmovsd_xmm_xmm_xmm | C::VEX_Vmovsd_xmm_xmm_xmm_0F11 => {
+            return spec(Op::MergeLow(8), 1)
+        }
         C::VEX_Vpmovmskb_r32_xmm
         | C::VEX_Vpmovmskb_r64_xmm
         | C::VEX_Vpmovmskb_r32_ymm

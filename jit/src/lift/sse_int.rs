@@ -75,6 +75,14 @@ pub(super) enum Op {
     /// MOVSS/MOVSD xmm, xmm (either encoding): the low 4/8 bytes of the source replace
     /// those of the destination; the rest of the destination is kept.
     MovLow(u8),
+    /// MOVHPS/MOVHPD (true) and MOVLPS/MOVLPD (false) xmm, m64: the qword replaces the high
+    /// (low) qword of the destination; the rest is kept.
+    LoadHalf(bool),
+    /// MOVHPS/MOVHPD m64, xmm: the source's high qword.
+    StoreHigh,
+    /// VMOVSS/VMOVSD xmm1, xmm2, xmm3: the low 4/8 bytes of operand 2, the rest of bits 127:0
+    /// from operand 1, bits 255:128 zeroed.
+    MergeLow(u8),
     /// PMOVMSKB r32|r64, xmm|ymm: bit i = sign bit of byte i (zero-extended).
     Movmsk,
     /// VZEROUPPER: bits 255:128 of every YMM register become zero.
@@ -698,6 +706,40 @@ fn fast_path(
                 let d = l.b.ins().load(types::I32, host_mem(), st, from);
                 l.b.ins().store(host_mem(), d, st, to);
             }
+        }
+        Op::LoadHalf(high) => {
+            let q = l.b.ins().load(types::I64, guest_mem(), host(), 0);
+            let st = l.state;
+            let off = vec_off(ins.op0_register()) + if high { 8 } else { 0 };
+            l.b.ins().store(host_mem(), q, st, off);
+        }
+        Op::StoreHigh => {
+            let st = l.state;
+            let off = vec_off(ins.op1_register()) + 8;
+            let q = l.b.ins().load(types::I64, host_mem(), st, off);
+            l.b.ins().store(guest_mem(), q, host(), 0);
+        }
+        Op::MergeLow(w) => {
+            // Every source read before the destination is written (it may be either source).
+            let st = l.state;
+            let (d, a, b) = (
+                vec_off(ins.op0_register()),
+                vec_off(ins.op1_register()),
+                vec_off(ins.op2_register()),
+            );
+            let hi = l.b.ins().load(types::I64, host_mem(), st, a + 8);
+            let lo = if w == 8 {
+                l.b.ins().load(types::I64, host_mem(), st, b)
+            } else {
+                let e = l.b.ins().uload32(host_mem(), st, b);
+                let m = l.b.ins().uload32(host_mem(), st, a + 4);
+                let m = l.b.ins().ishl_imm_s(m, 32);
+                l.b.ins().bor(e, m)
+            };
+            l.b.ins().store(host_mem(), lo, st, d);
+            l.b.ins().store(host_mem(), hi, st, d + 8);
+            let z = l.vzero();
+            l.vstore(d + 16, z);
         }
         Op::Movmsk => {
             let v = src(l, 1);

@@ -2,7 +2,7 @@
 //! MOVDQA/MOVDQU/MOVAPS/MOVUPS/MOVAPD/MOVUPD loads, stores and register moves, MOVNTDQ/
 //! MOVNTPS/MOVNTPD stores, MOVD/MOVQ between XMM and r/m32|r/m64, MOVQ xmm, xmm/m64 and
 //! MOVQ xmm/m64, xmm, MOVSS/MOVSD (loads zero the rest of the low 128 bits, register forms
-//! merge the low element, stores write it).
+//! merge the low element, stores write it), MOVHPS/MOVHPD/MOVLPS/MOVLPD loads and stores.
 
 use super::sse_int::{Op, Spec};
 use iced_x86::{Code, Instruction, OpKind};
@@ -39,6 +39,11 @@ pub(super) fn classify(ins: &Instruction) -> Option<Spec> {
         }
         C::Movss_xmm_xmmm32 | C::Movss_xmmm32_xmm => Spec::legacy(Op::MovLow(4), 1),
         C::Movsd_xmm_xmmm64 | C::Movsd_xmmm64_xmm => Spec::legacy(Op::MovLow(8), 1),
+        // MOVHPS/MOVHPD, MOVLPS/MOVLPD (`sse_mov::movhp_load` …): one qword of the register.
+        C::Movhps_xmm_m64 | C::Movhpd_xmm_m64 => Spec::legacy(Op::LoadHalf(true), 1),
+        C::Movlps_xmm_m64 | C::Movlpd_xmm_m64 => Spec::legacy(Op::LoadHalf(false), 1),
+        C::Movhps_m64_xmm | C::Movhpd_m64_xmm => Spec::legacy(Op::StoreHigh, 1),
+        C::Movlps_m64_xmm | C::Movlpd_m64_xmm => Spec::legacy(Op::MovFromVec, 1),
         _ => return None,
     })
 }
