@@ -433,8 +433,12 @@ impl Ctx<'_> {
                     "executing from MMIO (non-RAM) memory is not supported",
                 ));
             }
+            // Write entries to a marked page are never inserted (`Ctx::translate_slow`), and
+            // only a write clears the mark: flush them when the page becomes marked.
+            if !self.ram.is_code_page(*p) {
+                self.cpu.tlb.flush_writes_to(*p << PAGE_SHIFT);
+            }
             *v = self.ram.mark_code(*p);
-            self.cpu.tlb.flush_writes_to(*p << PAGE_SHIFT);
         }
         let all_fast = insns.iter().all(|d| ops::fast::lookup(&d.ins).is_some());
         Ok(Block {

@@ -1,0 +1,359 @@
+//! The software TLB (part of `mmu`, re-exported there): direct-mapped tables per access kind
+//! and privilege, each with an occupancy bitmap so that flushes cost what is filled.
+
+use super::{Access, Translation};
+use crate::mem::{fresh_epoch, PAGE_SHIFT};
+
+#[cfg(test)]
+#[path = "mmu_tlb_tests.rs"]
+mod tests;
+
+/// Entries per table (a power of two; lockstep-jit probes `vpn & (TLB_ENTRIES - 1)` inline).
+/// Chosen by measurement, see docs/paging.md.
+pub const TLB_ENTRIES: usize = 2048;
+
+/// Words of an occupancy bitmap.
+const WORDS: usize = TLB_ENTRIES / 64;
+const _: () = assert!(TLB_ENTRIES.is_power_of_two() && TLB_ENTRIES >= 64);
+
+/// Bytes per TLB entry in [`Tlb::raw_table`]: `{ tag: u64, phys: u64 }`.
+pub const TLB_ENTRY_BYTES: u64 = 16;
+
+/// `#[repr(C)]`: the JIT reads entries inline (tag at offset 0, phys at offset 8).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TlbEntry {
+    /// Linear page number, or `u64::MAX` when empty.
+    tag: u64,
+    /// Physical page address (always RAM: MMIO pages are never cached).
+    phys: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<TlbEntry>() as u64 == TLB_ENTRY_BYTES);
+
+const EMPTY: TlbEntry = TlbEntry {
+    tag: u64::MAX,
+    phys: 0,
+};
+
+/// Per-entry side data (same index as the entry): bits 0..4 = page size bits - 12 of the
+/// page the translation came from, bit 7 = global.
+const META_GLOBAL: u8 = 0x80;
+const META_SIZE: u8 = 0x1f;
+
+/// One direct-mapped table. Invariants: bit `s` of `occ` is set exactly when entry `s` is
+/// filled (`tag != u64::MAX`); bit `s` of `large` exactly when it is filled and came from a
+/// page larger than 4 KiB. `meta[s]` is meaningful only for filled entries.
+#[derive(Clone)]
+struct Table {
+    entries: [TlbEntry; TLB_ENTRIES],
+    meta: [u8; TLB_ENTRIES],
+    occ: [u64; WORDS],
+    large: [u64; WORDS],
+}
+
+/// Word index and bit of slot `s` in a bitmap.
+#[inline]
+fn bit(s: usize) -> (usize, u64) {
+    (s / 64, 1u64 << (s % 64))
+}
+
+/// Call `f` with every slot whose bit is set in `map` (in slot order). `f` may clear bits of
+/// slots it has been called with.
+#[inline]
+fn for_each_set(map: &[u64; WORDS], mut f: impl FnMut(usize)) {
+    for (w, &word) in map.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            f(w * 64 + bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+}
+
+impl Table {
+    fn new() -> Box<Table> {
+        Box::new(Table {
+            entries: [EMPTY; TLB_ENTRIES],
+            meta: [0; TLB_ENTRIES],
+            occ: [0; WORDS],
+            large: [0; WORDS],
+        })
+    }
+
+    fn fill(&mut self, s: usize, e: TlbEntry, meta: u8) {
+        let (w, b) = bit(s);
+        self.entries[s] = e;
+        self.meta[s] = meta;
+        self.occ[w] |= b;
+        if meta & META_SIZE != 0 {
+            self.large[w] |= b;
+        } else {
+            self.large[w] &= !b;
+        }
+    }
+
+    fn clear(&mut self, s: usize) {
+        let (w, b) = bit(s);
+        self.entries[s] = EMPTY;
+        self.occ[w] &= !b;
+        self.large[w] &= !b;
+    }
+
+    /// Drop every entry (visits only the filled ones).
+    fn clear_all(&mut self) {
+        let occ = self.occ;
+        for_each_set(&occ, |s| self.entries[s] = EMPTY);
+        self.occ = [0; WORDS];
+        self.large = [0; WORDS];
+    }
+
+    /// Drop every filled entry for which `drop(entry, meta)` holds.
+    fn drop_where(&mut self, mut drop: impl FnMut(&TlbEntry, u8) -> bool) {
+        let occ = self.occ;
+        for_each_set(&occ, |s| {
+            if drop(&self.entries[s], self.meta[s]) {
+                self.clear(s);
+            }
+        });
+    }
+
+    /// Drop every entry from a large page that holds linear page `vpn`.
+    fn drop_large_holding(&mut self, vpn: u64) {
+        let large = self.large;
+        for_each_set(&large, |s| {
+            let size = (self.meta[s] & META_SIZE) as u32;
+            if (self.entries[s].tag ^ vpn) >> size == 0 {
+                self.clear(s);
+            }
+        });
+    }
+}
+
+/// Index of the table for an access kind in a [`TlbSet`].
+#[inline(always)]
+fn index(a: Access) -> usize {
+    match a {
+        Access::Read => 0,
+        Access::Write => 1,
+        Access::Exec => 2,
+    }
+}
+
+/// The three direct-mapped tables (read, write, execute) for one privilege.
+#[derive(Clone)]
+struct TlbSet {
+    tables: [Box<Table>; 3],
+}
+
+impl Default for TlbSet {
+    fn default() -> Self {
+        TlbSet {
+            tables: [Table::new(), Table::new(), Table::new()],
+        }
+    }
+}
+
+/// Direct-mapped software TLB, one array per access kind, in two sets: one for user (CPL 3)
+/// and one for supervisor accesses, swapped when the CPL crosses 3 ([`Tlb::set_user`]); the
+/// current set is always the one for the current CPL, so a hit needs no privilege check.
+///
+/// Flushes: all entries on CR0/CR4/EFER paging-bit writes ([`Tlb::flush`]), non-global ones on
+/// CR3 writes ([`Tlb::flush_non_global`]), one page on INVLPG ([`Tlb::invalidate_page`]).
+/// Each table keeps a bitmap of its filled entries, so a flush visits only those.
+#[derive(Clone)]
+pub struct Tlb {
+    /// The set for the current privilege (its tables are what [`Tlb::raw_table`] returns).
+    cur: TlbSet,
+    /// The set for the other privilege.
+    other: TlbSet,
+    /// `cur` is the user (CPL 3) set.
+    user: bool,
+    /// Some entry (in either set) may come from a page larger than 4 KiB.
+    has_large: bool,
+    /// Never cache write translations (lockstep-jit's `--verify` mode: every store then takes
+    /// the slow path, where `GuestRam::note_write` logs it).
+    no_write_entries: bool,
+    /// Moves on whenever an execute entry may change (flushes, execute inserts, set swaps).
+    exec_epoch: u64,
+    /// The PAE PDPTE registers (loaded by MOV to CR0/CR3/CR4; `None`: load at the next walk).
+    pub(super) pdptes: Option<[u64; 4]>,
+}
+
+impl Default for Tlb {
+    fn default() -> Self {
+        Tlb {
+            cur: TlbSet::default(),
+            other: TlbSet::default(),
+            user: false,
+            has_large: false,
+            no_write_entries: false,
+            exec_epoch: fresh_epoch(),
+            pdptes: None,
+        }
+    }
+}
+
+impl Tlb {
+    #[inline]
+    fn slot(vpn: u64) -> usize {
+        vpn as usize & (TLB_ENTRIES - 1)
+    }
+
+    #[inline(always)]
+    fn table(&self, a: Access) -> &Table {
+        &self.cur.tables[index(a)]
+    }
+
+    /// Both sets' tables.
+    fn all_tables(&mut self) -> impl Iterator<Item = &mut Table> {
+        self.cur
+            .tables
+            .iter_mut()
+            .chain(self.other.tables.iter_mut())
+            .map(|t| &mut **t)
+    }
+
+    /// Physical page of `lin` if cached for `access` (at the privilege of [`Tlb::set_user`]).
+    #[inline(always)]
+    pub fn lookup(&self, lin: u64, access: Access) -> Option<u64> {
+        let vpn = lin >> PAGE_SHIFT;
+        let e = self.table(access).entries[Self::slot(vpn)];
+        (e.tag == vpn).then_some(e.phys)
+    }
+
+    /// Make the current set the one for user (CPL 3) accesses if `user`, else supervisor.
+    /// Called before every lookup path (`Ctx::translate`, block lookup) with `CPL == 3`; the
+    /// swap changes the [`Tlb::raw_table`] pointers and the execute epoch.
+    #[inline(always)]
+    pub fn set_user(&mut self, user: bool) {
+        if self.user != user {
+            self.swap_sets(user);
+        }
+    }
+
+    #[inline(never)]
+    fn swap_sets(&mut self, user: bool) {
+        std::mem::swap(&mut self.cur, &mut self.other);
+        self.user = user;
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+    }
+
+    /// True when the current set is the user set.
+    pub fn is_user(&self) -> bool {
+        self.user
+    }
+
+    /// A value that changes whenever the execute entries may change. While it stays the same,
+    /// an execute lookup that hit before hits again with the same result.
+    #[inline]
+    pub fn exec_epoch(&self) -> u64 {
+        self.exec_epoch
+    }
+
+    /// Cache a 4 KiB, non-global translation.
+    pub fn insert(&mut self, lin: u64, access: Access, phys: u64) {
+        self.insert_entry(lin, access, phys, 0);
+    }
+
+    /// Cache a translation from [`super::walk`] (remembering its page size and global bit).
+    pub fn insert_translation(&mut self, lin: u64, access: Access, t: &Translation) {
+        let size = t.page_bits.saturating_sub(12) & META_SIZE;
+        if size != 0 {
+            self.has_large = true;
+        }
+        let meta = size | if t.global { META_GLOBAL } else { 0 };
+        self.insert_entry(lin, access, t.phys_page, meta);
+    }
+
+    fn insert_entry(&mut self, lin: u64, access: Access, phys: u64, meta: u8) {
+        if access == Access::Write && self.no_write_entries {
+            return;
+        }
+        if access == Access::Exec {
+            self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        }
+        let vpn = lin >> PAGE_SHIFT;
+        let e = TlbEntry { tag: vpn, phys };
+        self.cur.tables[index(access)].fill(Self::slot(vpn), e, meta);
+    }
+
+    /// For lockstep-jit's inline fast path: the first entry of the current set's table for
+    /// `access`. [`TLB_ENTRIES`] entries of [`TLB_ENTRY_BYTES`] each, `#[repr(C)] { tag, phys }`:
+    /// `tag` is the linear page number (`u64::MAX` when empty), `phys` the physical page
+    /// address (RAM). The tables are boxed: the pointer stays valid while the `Tlb` lives and
+    /// no privilege swap ([`Tlb::set_user`]) happens; the JIT re-reads it before each block.
+    pub fn raw_table(&self, access: Access) -> *const u64 {
+        self.table(access).entries.as_ptr().cast()
+    }
+
+    /// lockstep-jit's `--verify` mode: stop (or resume) caching write translations, and drop
+    /// the cached ones.
+    pub fn set_no_write_entries(&mut self, on: bool) {
+        self.no_write_entries = on;
+        if on {
+            let w = index(Access::Write);
+            self.cur.tables[w].clear_all();
+            self.other.tables[w].clear_all();
+        }
+    }
+
+    /// Drop every entry, global ones included (CR0.PG/WP, CR4.PGE/PAE/PSE/SMEP/SMAP, EFER.NXE
+    /// changes; restore). Keeps the PDPTE registers.
+    pub fn flush(&mut self) {
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        self.all_tables().for_each(Table::clear_all);
+        self.has_large = false;
+    }
+
+    /// Drop every non-global entry (MOV to CR3; no PCIDs are modelled).
+    pub fn flush_non_global(&mut self) {
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        for t in self.all_tables() {
+            t.drop_where(|_, m| m & META_GLOBAL == 0);
+        }
+    }
+
+    /// INVLPG: drop the translations of the page holding `lin`, global ones included, in both
+    /// sets. An entry that came from a large page is dropped if that large page holds `lin`
+    /// (other 4 KiB pieces of it may be cached in other slots).
+    pub fn invalidate_page(&mut self, lin: u64) {
+        let vpn = lin >> PAGE_SHIFT;
+        let s = Self::slot(vpn);
+        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        let has_large = self.has_large;
+        for t in self.all_tables() {
+            if t.entries[s].tag == vpn {
+                t.clear(s);
+            }
+            if has_large {
+                t.drop_large_holding(vpn);
+            }
+        }
+    }
+
+    /// Drop one linear page (INVLPG); the same as [`Tlb::invalidate_page`].
+    pub fn flush_page(&mut self, lin: u64) {
+        self.invalidate_page(lin);
+    }
+
+    /// Drop write entries that point at a physical page (it now holds decoded code, so writes
+    /// must take the slow path that invalidates blocks).
+    pub fn flush_writes_to(&mut self, phys_page: u64) {
+        let w = index(Access::Write);
+        for set in [&mut self.cur, &mut self.other] {
+            set.tables[w].drop_where(|e, _| e.phys == phys_page);
+        }
+    }
+
+    /// The cached PAE PDPTE registers.
+    pub fn pdptes(&self) -> Option<[u64; 4]> {
+        self.pdptes
+    }
+
+    /// Set the PAE PDPTE registers (from [`super::load_pdptes`] at MOV to CR0/CR3/CR4), or
+    /// `None` to have the next PAE walk load them from CR3.
+    pub fn set_pdptes(&mut self, p: Option<[u64; 4]>) {
+        self.pdptes = p;
+    }
+}

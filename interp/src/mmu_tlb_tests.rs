@@ -1,0 +1,298 @@
+//! Tests of the software TLB: flushes, INVLPG and the occupancy bitmaps, against a brute-force
+//! model of a direct-mapped TLB (random operation sequences from a fixed seed).
+
+use super::*;
+
+fn t(phys: u64, global: bool, page_bits: u8) -> Translation {
+    Translation {
+        phys_page: phys,
+        page_bits,
+        global,
+        user_page: true,
+        cacheable: true,
+    }
+}
+
+const KINDS: [Access; 3] = [Access::Read, Access::Write, Access::Exec];
+
+/// (tag, phys, meta) of a filled slot.
+type Slot = Option<(u64, u64, u8)>;
+
+impl Tlb {
+    /// Every slot of the table for `a` in the user (`user`) or supervisor set.
+    fn dump(&self, user: bool, a: Access) -> Vec<Slot> {
+        let set = if user == self.user {
+            &self.cur
+        } else {
+            &self.other
+        };
+        let tb = &set.tables[index(a)];
+        (0..TLB_ENTRIES)
+            .map(|s| {
+                let e = tb.entries[s];
+                (e.tag != u64::MAX).then_some((e.tag, e.phys, tb.meta[s]))
+            })
+            .collect()
+    }
+
+    /// Filled entries in all six tables.
+    fn filled(&self) -> usize {
+        [&self.cur, &self.other]
+            .iter()
+            .flat_map(|set| set.tables.iter())
+            .map(|tb| {
+                tb.occ
+                    .iter()
+                    .map(|w| w.count_ones() as usize)
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// Assert the bitmap invariants of every table by a full scan.
+    fn check_bitmaps(&self) {
+        for set in [&self.cur, &self.other] {
+            for tb in set.tables.iter() {
+                for s in 0..TLB_ENTRIES {
+                    let (w, b) = bit(s);
+                    let filled = tb.entries[s].tag != u64::MAX;
+                    assert_eq!(tb.occ[w] & b != 0, filled, "occupancy of slot {s}");
+                    let large = filled && tb.meta[s] & META_SIZE != 0;
+                    assert_eq!(tb.large[w] & b != 0, large, "large bit of slot {s}");
+                    if !filled {
+                        assert_eq!(tb.entries[s], EMPTY, "cleared slot {s}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The reference: a direct-mapped TLB whose flushes scan every slot.
+struct Model {
+    /// [user set?][access][slot].
+    tables: [[Vec<Slot>; 3]; 2],
+    user: bool,
+}
+
+impl Model {
+    fn new() -> Model {
+        let empty = || vec![None; TLB_ENTRIES];
+        Model {
+            tables: [[empty(), empty(), empty()], [empty(), empty(), empty()]],
+            user: false,
+        }
+    }
+
+    fn insert(&mut self, lin: u64, a: Access, tr: &Translation) {
+        let vpn = lin >> PAGE_SHIFT;
+        let meta = (tr.page_bits - 12) | if tr.global { META_GLOBAL } else { 0 };
+        self.tables[self.user as usize][index(a)][vpn as usize % TLB_ENTRIES] =
+            Some((vpn, tr.phys_page, meta));
+    }
+
+    fn retain(&mut self, tables: &[usize], keep: impl Fn(u64, u64, u8) -> bool) {
+        for set in self.tables.iter_mut() {
+            for &i in tables {
+                for e in set[i].iter_mut() {
+                    if let Some((tag, phys, meta)) = *e {
+                        if !keep(tag, phys, meta) {
+                            *e = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn invalidate_page(&mut self, lin: u64) {
+        let vpn = lin >> PAGE_SHIFT;
+        self.retain(&[0, 1, 2], |tag, _, meta| {
+            let size = (meta & META_SIZE) as u32;
+            tag != vpn && (size == 0 || (tag ^ vpn) >> size != 0)
+        });
+    }
+
+    fn check(&self, tlb: &Tlb) {
+        tlb.check_bitmaps();
+        for user in [false, true] {
+            for a in KINDS {
+                let want = &self.tables[user as usize][index(a)];
+                assert!(tlb.dump(user, a) == *want, "user {user} {a:?} differs");
+            }
+        }
+        let n: usize = self.tables.iter().flatten().flatten().flatten().count();
+        assert_eq!(tlb.filled(), n);
+    }
+}
+
+/// xorshift64*: a fixed-seed generator for the random sequences.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn fill_everything_then_flush_non_global_keeps_exactly_the_global_entries() {
+    let mut tlb = Tlb::default();
+    let n = TLB_ENTRIES as u64;
+    for user in [false, true] {
+        tlb.set_user(user);
+        for a in KINDS {
+            for v in 0..n {
+                // A different linear page per set and kind (same slot v), every third global.
+                let vpn = v + n * (1 + index(a) as u64 + 3 * user as u64);
+                tlb.insert_translation(vpn << 12, a, &t((vpn + 7) << 12, v % 3 == 0, 12));
+            }
+        }
+    }
+    assert_eq!(tlb.filled(), 6 * TLB_ENTRIES);
+    tlb.check_bitmaps();
+    tlb.flush_non_global();
+    tlb.check_bitmaps();
+    let globals = (0..n).filter(|v| v % 3 == 0).count();
+    assert_eq!(tlb.filled(), 6 * globals);
+    for user in [false, true] {
+        tlb.set_user(user);
+        for a in KINDS {
+            for v in 0..n {
+                let vpn = v + n * (1 + index(a) as u64 + 3 * user as u64);
+                let want = (v % 3 == 0).then_some((vpn + 7) << 12);
+                assert_eq!(tlb.lookup(vpn << 12, a), want, "{a:?} user {user} slot {v}");
+            }
+        }
+    }
+    tlb.flush();
+    tlb.check_bitmaps();
+    assert_eq!(tlb.filled(), 0);
+    for user in [false, true] {
+        tlb.set_user(user);
+        for a in KINDS {
+            assert!(tlb.dump(user, a).iter().all(Option::is_none));
+        }
+    }
+}
+
+#[test]
+fn invalidate_page_drops_exactly_that_page() {
+    let mut tlb = Tlb::default();
+    let n = TLB_ENTRIES as u64;
+    // Same slot, different pages in different tables: only the matching tag goes.
+    tlb.insert_translation(5 << 12, Access::Read, &t(0x1000, true, 12));
+    tlb.insert_translation((5 + n) << 12, Access::Write, &t(0x2000, false, 12));
+    tlb.insert_translation(5 << 12, Access::Exec, &t(0x3000, false, 12));
+    tlb.insert_translation(6 << 12, Access::Read, &t(0x4000, false, 12));
+    tlb.set_user(true);
+    tlb.insert_translation(5 << 12, Access::Read, &t(0x5000, false, 12));
+    tlb.set_user(false);
+    tlb.invalidate_page((5 << 12) | 0xabc);
+    tlb.check_bitmaps();
+    assert_eq!(tlb.filled(), 2);
+    assert_eq!(tlb.lookup(5 << 12, Access::Read), None);
+    assert_eq!(tlb.lookup(5 << 12, Access::Exec), None);
+    assert_eq!(tlb.lookup((5 + n) << 12, Access::Write), Some(0x2000));
+    assert_eq!(tlb.lookup(6 << 12, Access::Read), Some(0x4000));
+    tlb.set_user(true);
+    assert_eq!(tlb.lookup(5 << 12, Access::Read), None);
+}
+
+#[test]
+fn invalidate_page_of_a_large_page_spares_its_neighbours() {
+    let mut tlb = Tlb::default();
+    // Pieces of the 2 MiB page at 0x20_0000 in far-apart slots, and of the next one.
+    for vpn in [0x200u64, 0x3ff, 0x2ff] {
+        tlb.insert_translation(vpn << 12, Access::Read, &t(vpn << 12, false, 21));
+    }
+    tlb.insert_translation(0x400 << 12, Access::Read, &t(0x400 << 12, false, 21));
+    // A 4 KiB entry replacing a large one clears that slot's large bit.
+    tlb.insert_translation(0x2ff << 12, Access::Read, &t(0x9000, false, 12));
+    tlb.check_bitmaps();
+    tlb.invalidate_page(0x2a_b000);
+    tlb.check_bitmaps();
+    assert_eq!(tlb.lookup(0x200 << 12, Access::Read), None);
+    assert_eq!(tlb.lookup(0x3ff << 12, Access::Read), None);
+    assert_eq!(tlb.lookup(0x2ff << 12, Access::Read), Some(0x9000));
+    assert_eq!(tlb.lookup(0x400 << 12, Access::Read), Some(0x400 << 12));
+}
+
+#[test]
+fn flush_writes_to_drops_only_write_entries_of_that_frame() {
+    let mut tlb = Tlb::default();
+    tlb.insert(0x1000, Access::Write, 0x8000);
+    tlb.insert(0x2000, Access::Write, 0x8000);
+    tlb.insert(0x3000, Access::Write, 0x9000);
+    tlb.insert(0x1000, Access::Read, 0x8000);
+    tlb.flush_writes_to(0x8000);
+    tlb.check_bitmaps();
+    assert_eq!(tlb.filled(), 2);
+    assert_eq!(tlb.lookup(0x3000, Access::Write), Some(0x9000));
+    assert_eq!(tlb.lookup(0x1000, Access::Read), Some(0x8000));
+    tlb.set_no_write_entries(true);
+    tlb.insert(0x4000, Access::Write, 0xa000);
+    tlb.check_bitmaps();
+    assert_eq!(tlb.filled(), 1);
+}
+
+#[test]
+fn random_sequences_match_a_brute_force_model() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let n = TLB_ENTRIES as u64;
+    for round in 0..20 {
+        let mut tlb = Tlb::default();
+        let mut model = Model::new();
+        // Pages from a range three times the table size, so slots collide.
+        let span = 3 * n;
+        for step in 0..4000 {
+            let lin = (rng.below(span) << 12) | rng.below(0x1000);
+            match rng.below(100) {
+                0..=69 => {
+                    let a = KINDS[rng.below(3) as usize];
+                    let page_bits = match rng.below(8) {
+                        0 => 21,
+                        1 if round % 2 == 0 => 22,
+                        _ => 12,
+                    };
+                    let tr = t(rng.below(64) << 12, rng.below(4) == 0, page_bits);
+                    tlb.insert_translation(lin, a, &tr);
+                    model.insert(lin, a, &tr);
+                }
+                70..=84 => {
+                    tlb.invalidate_page(lin);
+                    model.invalidate_page(lin);
+                }
+                85..=89 => {
+                    let user = rng.below(2) == 0;
+                    tlb.set_user(user);
+                    model.user = user;
+                }
+                90..=94 => {
+                    let p = rng.below(64) << 12;
+                    tlb.flush_writes_to(p);
+                    model.retain(&[1], |_, phys, _| phys != p);
+                }
+                95..=98 => {
+                    tlb.flush_non_global();
+                    model.retain(&[0, 1, 2], |_, _, meta| meta & META_GLOBAL != 0);
+                }
+                _ => {
+                    tlb.flush();
+                    model.retain(&[0, 1, 2], |_, _, _| false);
+                }
+            }
+            if step % 97 == 0 {
+                model.check(&tlb);
+            }
+        }
+        model.check(&tlb);
+    }
+}
