@@ -110,10 +110,11 @@ pub fn translate(
     access: Access,
     prv: Priv,
 ) -> Result<Translation, Fault> {
-    if mode(st) == Mode::Pae && tlb.pdptes.is_none() {
-        tlb.pdptes = Some(load_pdptes(ram, st)?);
+    if mode(st) == Mode::Pae && tlb.pdptes().is_none() {
+        tlb.set_pdptes(Some(load_pdptes(ram, st)?));
     }
-    walk(ram, st, tlb.pdptes.as_ref(), lin, access, prv)
+    let pdptes = tlb.pdptes();
+    walk(ram, st, pdptes.as_ref(), lin, access, prv)
 }
 
 /// Translate a linear address with a page walk (no TLB). `pdptes` are the PDPTE registers

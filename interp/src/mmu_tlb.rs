@@ -177,7 +177,9 @@ pub struct Tlb {
     /// Moves on whenever an execute entry may change (flushes, execute inserts, set swaps).
     exec_epoch: u64,
     /// The PAE PDPTE registers (loaded by MOV to CR0/CR3/CR4; `None`: load at the next walk).
-    pub(super) pdptes: Option<[u64; 4]>,
+    pdptes: Option<[u64; 4]>,
+    /// Moves on with every change of anything above ([`Tlb::version`]).
+    version: u64,
 }
 
 impl Default for Tlb {
@@ -190,6 +192,7 @@ impl Default for Tlb {
             no_write_entries: false,
             exec_epoch: fresh_epoch(),
             pdptes: None,
+            version: fresh_epoch(),
         }
     }
 }
@@ -234,6 +237,7 @@ impl Tlb {
 
     #[inline(never)]
     fn swap_sets(&mut self, user: bool) {
+        self.version = self.version.wrapping_add(1);
         std::mem::swap(&mut self.cur, &mut self.other);
         self.user = user;
         self.exec_epoch = self.exec_epoch.wrapping_add(1);
@@ -259,8 +263,9 @@ impl Tlb {
     /// Cache a translation from [`super::walk`] (remembering its page size and global bit).
     pub fn insert_translation(&mut self, lin: u64, access: Access, t: &Translation) {
         let size = t.page_bits.saturating_sub(12) & META_SIZE;
-        if size != 0 {
+        if size != 0 && !self.has_large {
             self.has_large = true;
+            self.version = self.version.wrapping_add(1);
         }
         let meta = size | if t.global { META_GLOBAL } else { 0 };
         self.insert_entry(lin, access, t.phys_page, meta);
@@ -270,6 +275,7 @@ impl Tlb {
         if access == Access::Write && self.no_write_entries {
             return;
         }
+        self.version = self.version.wrapping_add(1);
         if access == Access::Exec {
             self.exec_epoch = self.exec_epoch.wrapping_add(1);
         }
@@ -290,6 +296,7 @@ impl Tlb {
     /// lockstep-jit's `--verify` mode: stop (or resume) caching write translations, and drop
     /// the cached ones.
     pub fn set_no_write_entries(&mut self, on: bool) {
+        self.version = self.version.wrapping_add(1);
         self.no_write_entries = on;
         if on {
             let w = index(Access::Write);
@@ -301,6 +308,7 @@ impl Tlb {
     /// Drop every entry, global ones included (CR0.PG/WP, CR4.PGE/PAE/PSE/SMEP/SMAP, EFER.NXE
     /// changes; restore). Keeps the PDPTE registers.
     pub fn flush(&mut self) {
+        self.version = self.version.wrapping_add(1);
         self.exec_epoch = self.exec_epoch.wrapping_add(1);
         self.all_tables().for_each(Table::clear_all);
         self.has_large = false;
@@ -308,6 +316,7 @@ impl Tlb {
 
     /// Drop every non-global entry (MOV to CR3; no PCIDs are modelled).
     pub fn flush_non_global(&mut self) {
+        self.version = self.version.wrapping_add(1);
         self.exec_epoch = self.exec_epoch.wrapping_add(1);
         for t in self.all_tables() {
             t.drop_where(|_, m| m & META_GLOBAL == 0);
@@ -320,6 +329,7 @@ impl Tlb {
     pub fn invalidate_page(&mut self, lin: u64) {
         let vpn = lin >> PAGE_SHIFT;
         let s = Self::slot(vpn);
+        self.version = self.version.wrapping_add(1);
         self.exec_epoch = self.exec_epoch.wrapping_add(1);
         let has_large = self.has_large;
         for t in self.all_tables() {
@@ -340,6 +350,7 @@ impl Tlb {
     /// Drop write entries that point at a physical page (it now holds decoded code, so writes
     /// must take the slow path that invalidates blocks).
     pub fn flush_writes_to(&mut self, phys_page: u64) {
+        self.version = self.version.wrapping_add(1);
         let w = index(Access::Write);
         for set in [&mut self.cur, &mut self.other] {
             set.tables[w].drop_where(|e, _| e.phys == phys_page);
@@ -354,6 +365,39 @@ impl Tlb {
     /// Set the PAE PDPTE registers (from [`super::load_pdptes`] at MOV to CR0/CR3/CR4), or
     /// `None` to have the next PAE walk load them from CR3.
     pub fn set_pdptes(&mut self, p: Option<[u64; 4]>) {
+        self.version = self.version.wrapping_add(1);
         self.pdptes = p;
+    }
+
+    /// A value that changes whenever anything in the TLB may have changed (every `&mut self`
+    /// method that can change it moves it on; a clone or [`Tlb::copy_from`] takes it along).
+    /// While it stays the same, the TLB holds exactly what it held.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Make `self` a copy of `src` in place: no allocation, and the tables keep their
+    /// addresses (what [`Tlb::raw_table`] returned stays valid for the current set). For
+    /// lockstep-jit's `--verify`, which puts the TLB back after each block's JIT run.
+    pub fn copy_from(&mut self, src: &Tlb) {
+        let pairs = self
+            .cur
+            .tables
+            .iter_mut()
+            .zip(src.cur.tables.iter())
+            .chain(self.other.tables.iter_mut().zip(src.other.tables.iter()));
+        for (d, s) in pairs {
+            d.entries = s.entries;
+            d.meta = s.meta;
+            d.occ = s.occ;
+            d.large = s.large;
+        }
+        self.user = src.user;
+        self.has_large = src.has_large;
+        self.no_write_entries = src.no_write_entries;
+        self.exec_epoch = src.exec_epoch;
+        self.pdptes = src.pdptes;
+        self.version = src.version;
     }
 }

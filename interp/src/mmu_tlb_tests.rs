@@ -296,3 +296,49 @@ fn random_sequences_match_a_brute_force_model() {
         model.check(&tlb);
     }
 }
+
+#[test]
+fn version_moves_with_every_change_and_copy_from_restores_in_place() {
+    let mut a = Tlb::default();
+    let v = a.version();
+    // No change, no new version: a write translation while write entries are off, a set
+    // switch to the set already current.
+    a.set_no_write_entries(true);
+    let v1 = a.version();
+    assert_ne!(v1, v);
+    a.insert_translation(0x5000, Access::Write, &t(0x9000, false, 12));
+    a.set_user(a.is_user());
+    assert_eq!(a.version(), v1);
+    a.set_no_write_entries(false);
+    let snap = a.clone();
+    let table = a.raw_table(Access::Read);
+    let mut seen = vec![a.version()];
+    let mut step = |a: &mut Tlb, f: &dyn Fn(&mut Tlb)| {
+        f(a);
+        assert!(!seen.contains(&a.version()), "version did not move");
+        seen.push(a.version());
+    };
+    step(&mut a, &|a| a.insert(0x7000, Access::Read, 0x3000));
+    step(&mut a, &|a| {
+        a.insert_translation(0x20_0000, Access::Exec, &t(0x40_0000, true, 21))
+    });
+    step(&mut a, &|a| a.set_user(!a.is_user()));
+    step(&mut a, &|a| a.set_user(!a.is_user()));
+    step(&mut a, &|a| a.invalidate_page(0x7000));
+    step(&mut a, &|a| a.flush_writes_to(0x3000));
+    step(&mut a, &|a| a.flush_non_global());
+    step(&mut a, &|a| a.set_pdptes(Some([1, 2, 3, 4])));
+    step(&mut a, &|a| a.flush());
+    // Put it back: same contents and version, the same table addresses.
+    a.insert(0x8000, Access::Read, 0x1000);
+    a.copy_from(&snap);
+    assert_eq!(a.version(), snap.version());
+    assert_eq!(a.raw_table(Access::Read), table);
+    for user in [false, true] {
+        for k in KINDS {
+            assert_eq!(a.dump(user, k), snap.dump(user, k));
+        }
+    }
+    assert_eq!(a.lookup(0x8000, Access::Read), None);
+    assert_eq!(a.pdptes(), snap.pdptes());
+}

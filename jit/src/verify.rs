@@ -17,6 +17,7 @@
 
 use crate::engine::{Jit, JitConfig};
 use iced_x86::{Formatter, IntelFormatter};
+use lockstep_interp::mmu::Tlb;
 use lockstep_interp::state::CpuState;
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, Fault, GuestRam, Interpreter};
 use std::collections::BTreeMap;
@@ -48,6 +49,10 @@ pub struct Verify {
     /// Extra text for reports (e.g. the command that reproduces the run).
     pub context: String,
     pub divergence: Option<Divergence>,
+    /// A copy of the CPU's TLB as it was at the start of a block, to put back after the JIT's
+    /// run (kept across blocks: it is refreshed only when the TLB has changed since, so a
+    /// block that neither run fills or flushes costs no copy).
+    tlb_copy: Option<Tlb>,
 }
 
 impl Verify {
@@ -60,6 +65,7 @@ impl Verify {
             exit_code: None,
             context: String::new(),
             divergence: None,
+            tlb_copy: None,
         }
     }
 
@@ -106,7 +112,12 @@ impl Verify {
         let s0 = cpu.state.clone();
         let r0 = cpu.retired;
         let rng0 = cpu.rng.clone();
-        let tlb0 = cpu.tlb.clone();
+        let tlb0 = cpu.tlb.version();
+        match &mut self.tlb_copy {
+            Some(c) if c.version() == tlb0 => {}
+            Some(c) => c.copy_from(&cpu.tlb),
+            None => self.tlb_copy = Some(cpu.tlb.clone()),
+        }
         let smc0 = cpu.smc;
 
         ram.write_log = Some(Vec::new());
@@ -134,7 +145,11 @@ impl Verify {
         cpu.state = s0.clone();
         cpu.retired = r0;
         cpu.rng = rng0;
-        cpu.tlb = tlb0;
+        if cpu.tlb.version() != tlb0 {
+            if let Some(c) = &self.tlb_copy {
+                cpu.tlb.copy_from(c);
+            }
+        }
         cpu.smc = smc0;
 
         let ibudget = match ej.reason {
