@@ -2,6 +2,8 @@
 //! model of a direct-mapped TLB (random operation sequences from a fixed seed).
 
 use super::*;
+// The crate's fixed-seed xorshift64* test generator.
+use crate::ops::mov::tests::Rng;
 
 fn t(phys: u64, global: bool, page_bits: u8) -> Translation {
     Translation {
@@ -123,22 +125,6 @@ impl Model {
         }
         let n: usize = self.tables.iter().flatten().flatten().flatten().count();
         assert_eq!(tlb.filled(), n);
-    }
-}
-
-/// xorshift64*: a fixed-seed generator for the random sequences.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

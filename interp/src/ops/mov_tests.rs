@@ -19,6 +19,10 @@ impl Rng {
         self.0 = x;
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
+    /// Uniform-ish in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
     /// Values that hit edge cases often: small, sign boundaries, all ones, random.
     pub fn interesting(&mut self) -> u64 {
         let r = self.next();
