@@ -45,7 +45,10 @@ pub struct Compiler {
     enter: EnterFn,
     /// The helper entry points compiled code calls (`preserve_all` adapters or the helpers).
     helpers: HelperAddrs,
-    adapters: bool,
+    /// Host-side diagnostics, read once: append each function's IR (`LOCKSTEP_JIT_DUMP_IR`)
+    /// or machine-code listing (`LOCKSTEP_JIT_DUMP_ASM`) to these files.
+    dump_ir: Option<std::ffi::OsString>,
+    dump_asm: Option<std::ffi::OsString>,
     next: u64,
     /// Functions defined in the current module.
     pub in_module: usize,
@@ -261,7 +264,8 @@ impl Compiler {
             sig: lift::block_signature(CallConv::Tail),
             helper_sigs,
             helpers,
-            adapters,
+            dump_ir: std::env::var_os("LOCKSTEP_JIT_DUMP_IR"),
+            dump_asm: std::env::var_os("LOCKSTEP_JIT_DUMP_ASM"),
             module: Some(module),
             ctx,
             fctx,
@@ -318,9 +322,8 @@ impl Compiler {
             addrs,
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
-        self.ctx
-            .set_disasm(std::env::var_os("LOCKSTEP_JIT_DUMP_ASM").is_some());
-        if let Some(path) = std::env::var_os("LOCKSTEP_JIT_DUMP_IR") {
+        self.ctx.set_disasm(self.dump_asm.is_some());
+        if let Some(path) = &self.dump_ir {
             // Host-side diagnostics: append the IR of every compiled function to a file.
             use std::io::Write;
             if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -361,7 +364,7 @@ impl Compiler {
                 .define_function(id, &mut self.ctx)
                 .map_err(|e| format!("{e:?}"))?,
         }
-        if let Some(path) = std::env::var_os("LOCKSTEP_JIT_DUMP_ASM") {
+        if let Some(path) = &self.dump_asm {
             // Host-side diagnostics: append the machine code (Cranelift's VCode listing).
             use std::io::Write;
             let text = self.ctx.compiled_code().and_then(|c| c.vcode.clone());
@@ -414,7 +417,7 @@ impl Compiler {
         }
         let mut module = make_module(self.opt_level);
         self.enter = make_enter(&mut module, &mut self.ctx, &mut self.fctx);
-        if self.adapters {
+        if self.helpers.in_frame {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
         self.module = Some(module);

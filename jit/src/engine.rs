@@ -288,6 +288,8 @@ pub struct Jit {
     entries: Vec<Entry>,
     /// Per entry (same index): what a compiled entry keeps besides its function.
     extras: Vec<Option<Box<CompiledExtra>>>,
+    /// `LOCKSTEP_JIT_DUMP_CODE` (read once): where to write finalised functions' code.
+    dump_code: Option<std::ffi::OsString>,
     index: FixedMap<BlockKey, u32>,
     /// Direct-mapped by RIP, in front of the map: the index of the entry last found at that
     /// RIP (used when its key is the one looked up; saves the map probe).
@@ -350,6 +352,7 @@ impl Jit {
             config,
             entries: Vec::new(),
             extras: Vec::new(),
+            dump_code: std::env::var_os("LOCKSTEP_JIT_DUMP_CODE"),
             index: FixedMap::default(),
             front: vec![u32::MAX; FRONT_ENTRIES].into_boxed_slice(),
             page_compiles: FixedMap::default(),
@@ -759,9 +762,9 @@ impl Jit {
                 if let Tier::Pending(id) = e.tier {
                     let f = self.compiler.get(id);
                     e.tier = Tier::Ready(f);
-                    if let Some(dir) = std::env::var_os("LOCKSTEP_JIT_DUMP_CODE") {
+                    if let Some(dir) = &self.dump_code {
                         let len = self.extras[i as usize].as_ref().map_or(0, |x| x.code_len);
-                        dump_code(&dir, f, len);
+                        dump_code(dir, f, len);
                     }
                 }
             }

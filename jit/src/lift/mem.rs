@@ -298,14 +298,9 @@ impl Lower<'_> {
         if !self.sigs.addrs.in_frame {
             return self.b.inst_results(call)[0];
         }
+        // The adapter stores the result zero-extended: its low bytes are the `ty` value.
         let frame = self.frame;
-        if ty == types::I32 {
-            self.b
-                .ins()
-                .load(types::I32, host_mem(), frame, Frame::OFF_RET)
-        } else {
-            self.b.ins().load(ty, host_mem(), frame, Frame::OFF_RET)
-        }
+        self.b.ins().load(ty, host_mem(), frame, Frame::OFF_RET)
     }
 
     /// Store the low `size` bytes of `v` at `a`. A fault leaves the block with RIP at the

@@ -502,6 +502,15 @@ enum Exit {
     Either(Value, u64, u64),
 }
 
+impl From<Rip> for Exit {
+    fn from(r: Rip) -> Exit {
+        match r {
+            Rip::Const(t) => Exit::Const(t),
+            Rip::Dyn(v) => Exit::Dyn(v),
+        }
+    }
+}
+
 impl Lower<'_> {
     /// Lower the instructions of one guest block at the current position, with its exits.
     fn lower_insns(&mut self, block: &Block, native: bool) {
@@ -789,20 +798,14 @@ impl Lower<'_> {
     /// exit, to `taken` when `c` is true and to `fall` otherwise (the target and its chain
     /// entry are selected, not branched to: half the exit code of two exits).
     pub fn end_block_either(&mut self, c: Value, taken: u64, fall: u64) {
-        self.emit_chain_exit_to(Exit::Either(c, taken, fall));
+        self.emit_chain_exit(Exit::Either(c, taken, fall));
     }
 
-    /// A normal block exit to `rip` (in the current block): write everything back, then jump
-    /// to the compiled block for `rip` if the chain table has a valid one whose length fits in
-    /// the budget (see `crate::chain`), else return [`ret::DISPATCH`].
-    fn emit_chain_exit(&mut self, rip: Rip) {
-        match rip {
-            Rip::Const(t) => self.emit_chain_exit_to(Exit::Const(t)),
-            Rip::Dyn(v) => self.emit_chain_exit_to(Exit::Dyn(v)),
-        }
-    }
-
-    fn emit_chain_exit_to(&mut self, exit: Exit) {
+    /// A normal block exit to `exit` (in the current block): write everything back, then jump
+    /// to the compiled block for the target if the chain table has a valid one whose length
+    /// fits in the budget (see `crate::chain`), else return [`ret::DISPATCH`].
+    fn emit_chain_exit(&mut self, exit: impl Into<Exit>) {
+        let exit = exit.into();
         use crate::chain;
         let rip = match exit {
             Exit::Const(t) => Rip::Const(t),
