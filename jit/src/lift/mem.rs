@@ -238,18 +238,11 @@ impl Lower<'_> {
     fn load_x(&mut self, a: Addr, size: u8, rmw: bool) -> Value {
         let (tr, _, ram) = self.mem_base();
         let (ok, entry) = self.tlb_probe(tr, a.lin, size);
-        let fast = self.b.create_block();
-        let slow = self.b.create_block();
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I64);
         // Non-zero when the slow path asked for a yield (see `Lower::slow_yield`).
         self.b.append_block_param(join, types::I64);
-        self.b.set_cold_block(slow);
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
-        self.b.seal_block(fast);
-        self.b.seal_block(slow);
-
-        self.b.switch_to_block(fast);
+        let slow = self.fast_or_cold(ok);
         let host = self.host_addr(entry, a.lin, ram);
         let v = match size {
             1 => self.b.ins().uload8(types::I64, guest_mem(), host, 0),
@@ -292,6 +285,18 @@ impl Lower<'_> {
         v
     }
 
+    /// Branch on `ok` to a new fast block (made current) or a new cold slow block (returned).
+    fn fast_or_cold(&mut self, ok: Value) -> cranelift_codegen::ir::Block {
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.seal_block(fast);
+        self.b.seal_block(slow);
+        self.b.switch_to_block(fast);
+        slow
+    }
+
     /// The result of a load or store helper call: its return value, or `Frame::ret` when it
     /// was called through its adapter.
     fn helper_result(&mut self, call: cranelift_codegen::ir::Inst, ty: Type) -> Value {
@@ -309,18 +314,11 @@ impl Lower<'_> {
     pub fn store(&mut self, a: Addr, size: u8, v: Value) -> Value {
         let (_, tw, ram) = self.mem_base();
         let (ok, entry) = self.tlb_probe(tw, a.lin, size);
-        let fast = self.b.create_block();
-        let slow = self.b.create_block();
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I32);
-        self.b.set_cold_block(slow);
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
-        self.b.seal_block(fast);
-        self.b.seal_block(slow);
-
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
-        self.b.switch_to_block(fast);
+        let slow = self.fast_or_cold(ok);
         let host = self.host_addr(entry, a.lin, ram);
         match size {
             1 => self.b.ins().istore8(guest_mem(), v, host, 0),
