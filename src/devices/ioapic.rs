@@ -68,11 +68,16 @@ impl IoApic {
     }
 
     fn service(&mut self) {
-        for pin in 0..IOAPIC_PINS {
-            let m = 1u32 << pin;
-            if self.irr & m == 0 {
-                continue;
+        // Only the requested pins, in ascending order (this runs on every pass of the run
+        // loop, and almost always finds nothing).
+        let mut todo = self.irr;
+        while todo != 0 {
+            let pin = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
+            if pin >= IOAPIC_PINS {
+                break;
             }
+            let m = 1u32 << pin;
             let e = self.rte[pin];
             if e & RTE_MASKED != 0 {
                 continue;
