@@ -49,6 +49,9 @@ pub struct Compiler {
     /// or machine-code listing (`LOCKSTEP_JIT_DUMP_ASM`) to these files.
     dump_ir: Option<std::ffi::OsString>,
     dump_asm: Option<std::ffi::OsString>,
+    /// `LOCKSTEP_JIT_COMPILE_LOG`, read once: append one line per compiled function (IR
+    /// instructions, IR blocks, Cranelift microseconds, code bytes, loop 0/1) to this file.
+    compile_log: Option<std::ffi::OsString>,
     next: u64,
     /// Functions defined in the current module.
     pub in_module: usize,
@@ -266,6 +269,7 @@ impl Compiler {
             helpers,
             dump_ir: std::env::var_os("LOCKSTEP_JIT_DUMP_IR"),
             dump_asm: std::env::var_os("LOCKSTEP_JIT_DUMP_ASM"),
+            compile_log: std::env::var_os("LOCKSTEP_JIT_COMPILE_LOG"),
             module: Some(module),
             ctx,
             fctx,
@@ -322,6 +326,13 @@ impl Compiler {
             addrs,
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
+        // Host-side diagnostics only (never reaches the guest): the size of the IR and the
+        // time Cranelift takes for it.
+        let ir_size = (
+            self.ctx.func.dfg.num_insts(),
+            self.ctx.func.dfg.num_blocks(),
+        );
+        let t0 = std::time::Instant::now();
         self.ctx.set_disasm(self.dump_asm.is_some());
         if let Some(path) = &self.dump_ir {
             // Host-side diagnostics: append the IR of every compiled function to a file.
@@ -382,6 +393,18 @@ impl Compiler {
             .ctx
             .compiled_code()
             .map_or(0, |c| c.code_info().total_size as usize);
+        if let Some(path) = &self.compile_log {
+            use std::io::Write;
+            let us = t0.elapsed().as_micros();
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let (n, b) = ir_size;
+                let _ = writeln!(f, "{n} {b} {us} {code_bytes} {}", looped as u8);
+            }
+        }
         module.clear_context(&mut self.ctx);
         self.in_module += 1;
         Ok(Compiled {

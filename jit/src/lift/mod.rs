@@ -22,8 +22,8 @@ mod sse_mov;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
-    condcodes::IntCC, types, AbiParam, Block as IrBlock, BlockArg, InstBuilder, MemFlagsData,
-    SigRef, Signature, Value,
+    condcodes::IntCC, types, AbiParam, Block as IrBlock, InstBuilder, MemFlagsData, SigRef,
+    Signature, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -105,6 +105,10 @@ pub struct Lower<'a> {
     dirty: u32,
     /// Status flags not yet folded into the RFLAGS variable.
     pending: Vec<Pending>,
+    /// The record the function started with, as loaded from the frame, while it may still
+    /// be there unchanged (single-block functions): an exit handing exactly it on stores
+    /// nothing.
+    incoming: Option<[Value; 5]>,
     /// `retired` at the last synchronisation point, plus `k` natively retired since.
     ret_var: Variable,
     k: i64,
@@ -254,7 +258,10 @@ const FLAG_RECORD: [i32; 5] = [
 /// record the dispatcher folds). The dispatcher's own call
 /// (`Frame::entered` = 1) skips the check it has just made. Leaves the builder in the block
 /// where the function's body starts; returns the flag record the body starts with
-/// (`[code, a, b, res, cin]`, code 0 when entered from the dispatcher).
+/// (`[code, a, b, res, cin]`), loaded there from the frame: what the chained jump handed over,
+/// or code 0 from the dispatcher ([`Frame::refresh`](crate::frame::Frame::refresh) clears it).
+/// The frame keeps that record until an exit replaces it, so an exit that hands the same
+/// record on need not store it again (see [`Lower::store_flags_for_exit`]).
 fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Value; 5] {
     use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
     let key = entry.key();
@@ -263,7 +270,6 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Val
         b.ins().load(types::I64, host_mem(), base, off)
     };
     let body = b.create_block();
-    let rec: [Value; 5] = core::array::from_fn(|_| b.append_block_param(body, types::I64));
     let check = b.create_block();
     let fail = b.create_block();
     b.set_cold_block(fail);
@@ -275,7 +281,7 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Val
     b.switch_to_block(first);
     let zero = b.ins().iconst(types::I64, 0);
     b.ins().store(host_mem(), zero, frame, Frame::OFF_ENTERED);
-    b.ins().jump(body, &[zero.into(); 5]);
+    b.ins().jump(body, &[]);
     b.switch_to_block(check);
     let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
     let off = (vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES;
@@ -294,16 +300,14 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Val
         let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
         ok = b.ins().band(ok, c);
     }
-    let got: Vec<Value> = FLAG_RECORD.iter().map(|&off| ld(b, frame, off)).collect();
-    let args: Vec<BlockArg> = got.iter().map(|&v| v.into()).collect();
-    b.ins().brif(ok, body, &args, fail, &[]);
+    b.ins().brif(ok, body, &[], fail, &[]);
     b.seal_block(fail);
     b.seal_block(body);
     b.switch_to_block(fail);
     let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
     b.ins().return_(&[code]);
     b.switch_to_block(body);
-    rec
+    FLAG_RECORD.map(|off| ld(b, frame, off))
 }
 
 /// Lift a region into the function under construction in `b` (its signature must be
@@ -358,6 +362,7 @@ pub fn lower_region(
         loaded: 0,
         dirty: 0,
         pending: Vec::new(),
+        incoming: None,
         ret_var,
         k: 0,
         ret_stale: false,
@@ -437,12 +442,39 @@ pub fn lower_region(
     } else {
         l.stats.blocks = 1;
         l.take_incoming(incoming);
+        l.incoming = Some(incoming);
         l.lower_insns(blocks[0], native);
     }
     l.b.seal_all_blocks();
+    drop_unused_loads(l.b.func, &incoming);
     let stats = l.stats;
     l.b.finalize(frontend);
     stats
+}
+
+/// Remove the loads defining `values` that no instruction uses. Cranelift keeps every load
+/// (it counts them as side effects); the incoming flag record's are mostly dead, the record
+/// being handed on untouched (see [`Lower::store_flags_for_exit`]), and would otherwise
+/// cost five loads on every entry to the function.
+fn drop_unused_loads(func: &mut cranelift_codegen::ir::Function, values: &[Value]) {
+    let mut used = vec![false; values.len()];
+    for block in func.layout.blocks() {
+        for inst in func.layout.block_insts(block) {
+            for v in func.dfg.inst_values(inst) {
+                let v = func.dfg.resolve_aliases(v);
+                if let Some(k) = values.iter().position(|&x| x == v) {
+                    used[k] = true;
+                }
+            }
+        }
+    }
+    for (&v, used) in values.iter().zip(used) {
+        if let cranelift_codegen::ir::ValueDef::Result(inst, _) = func.dfg.value_def(v) {
+            if !used && func.dfg.insts[inst].opcode().can_load() {
+                func.layout.remove_inst(inst);
+            }
+        }
+    }
 }
 
 /// The general-purpose registers (bit i: GPR i) an instruction uses, if it may take the lean
@@ -719,6 +751,10 @@ impl Lower<'_> {
                 if self.dirty & (1 << RFLAGS) != 0 {
                     let f = self.b.use_var(self.vars[RFLAGS]);
                     self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+                }
+                if self.incoming == Some(rec) {
+                    // The frame still holds it: nothing of this function replaced it.
+                    return;
                 }
                 for (v, off) in rec.iter().zip(FLAG_RECORD) {
                     self.b.ins().store(host_mem(), *v, self.frame, off);
