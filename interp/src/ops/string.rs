@@ -190,6 +190,23 @@ impl Str {
         page.min(space) / self.esize as u64
     }
 
+    /// Whole elements that fit going in the direction DF selects from offset `off` (linear
+    /// `lin`, the current element) before the offset wraps or the linear address leaves its
+    /// page: [`Str::room`] forward; backward, the element must lie in its page, and the
+    /// elements below it down to the page start (or offset 0) count.
+    #[inline]
+    fn room_dir(&self, off: u64, lin: u64) -> u64 {
+        if self.forward {
+            return self.room(off, lin);
+        }
+        let e = self.esize as u64;
+        let in_page = lin & 0xfff;
+        if in_page + e > PAGE_SIZE {
+            return 0;
+        }
+        (in_page / e + 1).min(off / e + 1)
+    }
+
     /// REP with a zero count. Host rule (Intel, measured in `addr32_zero_count_matches_host`):
     /// with 32-bit addressing REP still writes ECX, clearing RCX[63:32]; MOVS also rewrites ESI
     /// and EDI, STOS rewrites EDI; LODS, CMPS and SCAS leave RSI/RDI alone. Flags and memory are
@@ -251,9 +268,10 @@ fn movs_one(x: &mut Ctx, g: &Str) -> Result<(), Fault> {
     Ok(())
 }
 
-/// REP MOVS fast path (DF = 0): copy up to `max` elements at once when they lie within one
-/// page on each side and both pages are RAM. Returns the elements copied (0: not applicable,
-/// do one element the slow way). Faults are those the first element would raise.
+/// REP MOVS fast path: copy up to `max` elements at once, in the direction DF selects, when
+/// they lie within one page on each side and both pages are RAM. Returns the elements copied
+/// (0: not applicable, do one element the slow way). Faults are those the first element would
+/// raise.
 fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
     let (rsi, rdi) = (g.reg(x, RSI), g.reg(x, RDI));
     if !g.bulk {
@@ -263,13 +281,16 @@ fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
     let (Ok(src), Ok(dst)) = (g.src(x), g.dst(x)) else {
         return Ok(0);
     };
-    let k = max.min(g.room(rsi, src)).min(g.room(rdi, dst));
+    let k = max.min(g.room_dir(rsi, src)).min(g.room_dir(rdi, dst));
     if k < 2 {
         return Ok(0);
     }
     let ps = x.translate(src, Access::Read)?;
     let pd = x.translate(dst, Access::Write)?;
     let len = k * g.esize as u64;
+    // The lowest byte of each range (backward, the current element is the highest).
+    let below = if g.forward { 0 } else { len - g.esize as u64 };
+    let (ps, pd) = (ps - below, pd - below);
     if !x.ram.contains(ps, len) || !x.ram.contains(pd, len) {
         return Ok(0);
     }
@@ -277,7 +298,12 @@ fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
     if x.ram.note_write(pd, len) {
         x.cpu.smc = true;
     }
-    copy_forward(
+    let copy = if g.forward {
+        copy_forward
+    } else {
+        copy_backward
+    };
+    copy(
         x.ram.bytes_mut(),
         ps as usize,
         pd as usize,
@@ -316,6 +342,22 @@ pub fn copy_forward(mem: &mut [u8], s: usize, d: usize, len: usize, e: usize) {
     }
 }
 
+/// Copy `len` bytes from `s` to `d` (the lowest bytes of both ranges) with the result of an
+/// element-by-element copy of `e`-byte elements from the highest element down (MOVS with
+/// DF = 1).
+pub fn copy_backward(mem: &mut [u8], s: usize, d: usize, len: usize, e: usize) {
+    if d >= s || s - d >= len {
+        // Every element is read before a write reaches it (writes go above the elements still
+        // to be read, or do not overlap them): memmove gives the same bytes.
+        mem.copy_within(s..s + len, d);
+    } else {
+        // A write may reach a source element still to be read: one element at a time.
+        for i in (0..len).step_by(e).rev() {
+            mem.copy_within(s + i..s + i + e, d + i);
+        }
+    }
+}
+
 fn movs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     check_no_lock(ins)?;
     let g = Str::new(x, ins, false);
@@ -331,11 +373,7 @@ fn movs(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let limit = iteration_limit(x);
     let mut n = 0u64;
     while count > 0 && n < limit {
-        let done = if g.forward {
-            movs_chunk(x, &g, (limit - n).min(count))
-        } else {
-            Ok(0)
-        };
+        let done = movs_chunk(x, &g, (limit - n).min(count));
         let done = match done {
             Ok(0) => movs_one(x, &g).map(|()| 1),
             other => other,
@@ -362,7 +400,8 @@ fn stos_one(x: &mut Ctx, g: &Str, val: u64) -> Result<(), Fault> {
     Ok(())
 }
 
-/// REP STOS fast path (DF = 0): fill up to `max` elements within one RAM page at once.
+/// REP STOS fast path: fill up to `max` elements within one RAM page at once, in the
+/// direction DF selects.
 fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
     let rdi = g.reg(x, RDI);
     if !g.bulk {
@@ -371,12 +410,17 @@ fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
     let Ok(dst) = g.dst(x) else {
         return Ok(0);
     };
-    let k = max.min(g.room(rdi, dst));
+    let k = max.min(g.room_dir(rdi, dst));
     if k < 2 {
         return Ok(0);
     }
     let pd = x.translate(dst, Access::Write)?;
     let len = k * g.esize as u64;
+    let pd = if g.forward {
+        pd
+    } else {
+        pd - (len - g.esize as u64)
+    };
     if !x.ram.contains(pd, len) {
         return Ok(0);
     }
@@ -413,11 +457,7 @@ fn stos(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let limit = iteration_limit(x);
     let mut n = 0u64;
     while count > 0 && n < limit {
-        let done = if g.forward {
-            stos_chunk(x, &g, (limit - n).min(count), val)
-        } else {
-            Ok(0)
-        };
+        let done = stos_chunk(x, &g, (limit - n).min(count), val);
         let done = match done {
             Ok(0) => stos_one(x, &g, val).map(|()| 1),
             other => other,

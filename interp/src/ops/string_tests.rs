@@ -1,6 +1,6 @@
 //! Tests of the string-instruction family (included from string.rs).
 
-use super::{compare_flags, copy_forward};
+use super::{compare_flags, copy_backward, copy_forward};
 use crate::cpu::{Exit, ExitReason};
 use crate::fault::Fault;
 use crate::state::{flags, reg, sreg};
@@ -227,6 +227,41 @@ fn rep_movs_matches_model_for_many_alignments() {
     }
 }
 
+#[test]
+fn rep_movs_backward_matches_model_for_many_alignments() {
+    // DF = 1 from elements that straddle, end at, or start at page boundaries, and runs
+    // that cross several pages going down (the bulk path copies one page at a time).
+    for size in [1u8, 2, 4, 8] {
+        for (src_off, dst_off, count) in [
+            (0x6000, 0x7800, 5000u64),
+            (0x5ffd, 0x6ffe, 3001),
+            (0x5fff, 0x7003, 1234),
+            (0x5ff8, 0x7ff8, 2),
+            (0x5010, 0x7010, 1),
+        ] {
+            let count = count / size as u64 + 1;
+            let mut m = TestMachine::new();
+            let init = pattern(0x8000, size);
+            m.load(DATA_BASE, &init);
+            set(&mut m, DATA_BASE + src_off, DATA_BASE + dst_off, count);
+            set_df(&mut m, true);
+            let e = exec(&mut m, &enc(MOVS, size, &[REP]));
+            assert_eq!(e.retired, count);
+            let mut expect = init.clone();
+            model_movs(&mut expect, src_off, dst_off, count, size as usize, false);
+            assert_eq!(
+                mem(&m, DATA_BASE, 0x8000),
+                expect,
+                "size {size} src {src_off:#x} dst {dst_off:#x}"
+            );
+            let bytes = count * size as u64;
+            assert_eq!(m.gpr(reg::RSI), DATA_BASE + src_off - bytes);
+            assert_eq!(m.gpr(reg::RDI), DATA_BASE + dst_off - bytes);
+            assert_eq!(m.gpr(reg::RCX), 0);
+        }
+    }
+}
+
 /// Element-by-element MOVS on a byte window (offsets relative to the window).
 fn model_movs(buf: &mut [u8], src: u64, dst: u64, count: u64, e: usize, forward: bool) {
     let (mut s, mut d) = (src as i64, dst as i64);
@@ -281,6 +316,27 @@ fn copy_forward_cases() {
     let mut a: Vec<u8> = (0..16).collect();
     copy_forward(&mut a, 3, 4, 10, 1);
     assert_eq!(&a[..15], &[0, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 14]);
+}
+
+#[test]
+fn copy_backward_cases() {
+    // Every (source, destination) pair of a small window, against the element model.
+    for e in [1usize, 2, 4, 8] {
+        for s in 0..24usize {
+            for d in 0..24usize {
+                let len = 3 * e;
+                if s + len > 48 || d + len > 48 {
+                    continue;
+                }
+                let mut a: Vec<u8> = (0..48).collect();
+                copy_backward(&mut a, s, d, len, e);
+                let mut b: Vec<u8> = (0..48).collect();
+                let hi = |x: usize| (x + len - e) as u64;
+                model_movs(&mut b, hi(s), hi(d), 3, e, false);
+                assert_eq!(a, b, "e {e} s {s} d {d}");
+            }
+        }
+    }
 }
 
 #[test]
