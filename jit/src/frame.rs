@@ -36,7 +36,8 @@ pub struct Frame {
     /// Set by the load helper: 1 when the access faulted (the fault is in `exit`).
     pub mem_fault: u64,
     /// Set to 1 by the memory helpers when the access set `Cpu::yield_requested` (MMIO):
-    /// compiled code leaves the block right after the instruction.
+    /// compiled code leaves the block right after the instruction. Set through
+    /// [`Frame::request_yield`], which also closes `chain_end`.
     pub yield_req: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
@@ -118,6 +119,17 @@ impl Frame {
         };
         f.refresh(ctx);
         f
+    }
+
+    /// Record whether the access a memory helper just made asked for a yield. A request also
+    /// sets `chain_end` to 0, so that no exit chains on (chain exits check only the budget:
+    /// a pending request always fails it).
+    #[inline]
+    pub fn request_yield(&mut self, requested: bool) {
+        self.yield_req = requested as u64;
+        if requested {
+            self.chain_end = 0;
+        }
     }
 
     /// Re-derive every pointer from `ctx` (before a compiled block runs).

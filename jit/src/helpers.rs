@@ -51,7 +51,7 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
         Ok(v) => {
             f.mem_fault = 0;
             // MMIO: the instruction must be the last one before a `Yield` exit.
-            f.yield_req = ctx.cpu.yield_requested as u64;
+            f.request_yield(ctx.cpu.yield_requested);
             v
         }
         Err(e) => {
@@ -80,7 +80,7 @@ pub unsafe extern "C" fn store(frame: *mut Frame, lin: u64, info: u64, val: u64)
         Ok(()) => {
             if ctx.cpu.smc | ctx.cpu.yield_requested {
                 ctx.cpu.smc = false;
-                f.yield_req = ctx.cpu.yield_requested as u64;
+                f.request_yield(ctx.cpu.yield_requested);
                 ret::DISPATCH
             } else {
                 0

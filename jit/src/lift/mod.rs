@@ -918,9 +918,7 @@ impl Lower<'_> {
         let end = self.b.ins().iadd(r, len);
         let lim = ld(self, f, Frame::OFF_CHAIN_END);
         let c = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
-        let ok = self.b.ins().band(ok, c);
-        let y = ld(self, f, Frame::OFF_YIELD_REQ);
-        let c = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+        // (A pending yield request has set `chain_end` to 0: `Frame::request_yield`.)
         let ok = self.b.ins().band(ok, c);
         let hop = self.b.create_block();
         let back = self.b.create_block();
