@@ -254,15 +254,21 @@ const FLAG_RECORD: [i32; 5] = [
 /// On entry through a chained jump, check that this function is still the right code for its
 /// RIP (see `crate::chain`): the execute TLB maps the RIP's page to the block's physical page,
 /// and the block's code pages have the code words they had at decode. Otherwise return to the
-/// dispatcher, nothing done (the exit that jumped here stored RIP, `retired` and the flag
-/// record the dispatcher folds). The dispatcher's own call
+/// dispatcher, nothing done but storing RIP (the function's own address: a chained jump does
+/// not store it; the exit that jumped here stored `retired` and the flag record the
+/// dispatcher folds). The dispatcher's own call
 /// (`Frame::entered` = 1) skips the check it has just made. Leaves the builder in the block
 /// where the function's body starts; returns the flag record the body starts with
 /// (`[code, a, b, res, cin]`), loaded there from the frame: what the chained jump handed over,
 /// or code 0 from the dispatcher ([`Frame::refresh`](crate::frame::Frame::refresh) clears it).
 /// The frame keeps that record until an exit replaces it, so an exit that hands the same
 /// record on need not store it again (see [`Lower::store_flags_for_exit`]).
-fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Value; 5] {
+fn entry_check(
+    b: &mut FunctionBuilder<'_>,
+    state: Value,
+    frame: Value,
+    entry: &Block,
+) -> [Value; 5] {
     use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
     let key = entry.key();
     let vpn = key.rip >> 12;
@@ -304,6 +310,8 @@ fn entry_check(b: &mut FunctionBuilder<'_>, frame: Value, entry: &Block) -> [Val
     b.seal_block(fail);
     b.seal_block(body);
     b.switch_to_block(fail);
+    let rip = b.ins().iconst(types::I64, key.rip as i64);
+    b.ins().store(host_mem(), rip, state, OFF_RIP);
     let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
     b.ins().return_(&[code]);
     b.switch_to_block(body);
@@ -329,7 +337,7 @@ pub fn lower_region(
     let state = b.block_params(entry)[0];
     let frame = b.block_params(entry)[1];
     let sigs = sig_for(&mut b);
-    let incoming = entry_check(&mut b, frame, blocks[0]);
+    let incoming = entry_check(&mut b, state, frame, blocks[0]);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let retired_ptr = b
@@ -839,7 +847,7 @@ impl Lower<'_> {
 
     /// A normal block exit to `exit` (in the current block): write everything back, then jump
     /// to the compiled block for the target if the chain table has a valid one whose length
-    /// fits in the budget (see `crate::chain`), else return [`ret::DISPATCH`].
+    /// fits in the budget (see `crate::chain`), else store RIP and return [`ret::DISPATCH`].
     fn emit_chain_exit(&mut self, exit: impl Into<Exit>) {
         let exit = exit.into();
         use crate::chain;
@@ -886,7 +894,6 @@ impl Lower<'_> {
             Rip::Const(r) => self.iconst(r),
             Rip::Dyn(v) => v,
         };
-        self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
         let r = match self.store_retired() {
             Some(r) => r,
             None => self.b.use_var(self.ret_var),
@@ -935,6 +942,9 @@ impl Lower<'_> {
             .ins()
             .return_call_indirect(self.sigs.block, func, &[st, f]);
         self.b.switch_to_block(back);
+        // RIP only on the way back: the target of a chained jump knows its own (its entry
+        // check stores it when it sends the jump back).
+        self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
         let code = self.b.ins().iconst(types::I32, ret::DISPATCH as i64);
         self.b.ins().return_(&[code]);
     }
