@@ -197,69 +197,69 @@ fn lock_prefix_is_ud() {
 
 #[test]
 fn rep_movs_matches_model_for_many_alignments() {
-    for size in [1u8, 2, 4, 8] {
-        for (src_off, dst_off, count) in [
-            (0x0, 0x3000, 5000u64),
-            (0xff3, 0x3007, 3001),
-            (0x1ffd, 0x4ffe, 1234),
-            (0x10, 0x3010, 1),
-            (0x0ff8, 0x3ff9, 2),
-        ] {
-            let count = count / size as u64 + 1;
-            let mut m = TestMachine::new();
-            let init = pattern(0x8000, size);
-            m.load(DATA_BASE, &init);
-            set(&mut m, DATA_BASE + src_off, DATA_BASE + dst_off, count);
-            let e = exec(&mut m, &enc(MOVS, size, &[REP]));
-            assert_eq!(e.retired, count);
-            let mut expect = init.clone();
-            model_movs(&mut expect, src_off, dst_off, count, size as usize, true);
-            assert_eq!(
-                mem(&m, DATA_BASE, 0x8000),
-                expect,
-                "size {size} src {src_off:#x}"
-            );
-            let bytes = count * size as u64;
-            assert_eq!(m.gpr(reg::RSI), DATA_BASE + src_off + bytes);
-            assert_eq!(m.gpr(reg::RDI), DATA_BASE + dst_off + bytes);
-            assert_eq!(m.gpr(reg::RCX), 0);
+    // Forward, then DF = 1 (from elements that straddle, end at, or start at page boundaries,
+    // and runs that cross several pages going down: the bulk path copies one page at a time).
+    let forward = [
+        (0x0, 0x3000, 5000u64),
+        (0xff3, 0x3007, 3001),
+        (0x1ffd, 0x4ffe, 1234),
+        (0x10, 0x3010, 1),
+        (0x0ff8, 0x3ff9, 2),
+    ];
+    let backward = [
+        (0x6000, 0x7800, 5000u64),
+        (0x5ffd, 0x6ffe, 3001),
+        (0x5fff, 0x7003, 1234),
+        (0x5ff8, 0x7ff8, 2),
+        (0x5010, 0x7010, 1),
+    ];
+    for (back, cases) in [(false, forward), (true, backward)] {
+        for size in [1u8, 2, 4, 8] {
+            for (src_off, dst_off, count) in cases {
+                let count = count / size as u64 + 1;
+                let (m, expect) =
+                    rep_movs_case(0x8000, size, (src_off, dst_off, count), size, back);
+                assert_eq!(
+                    mem(&m, DATA_BASE, 0x8000),
+                    expect,
+                    "size {size} src {src_off:#x} dst {dst_off:#x} back {back}"
+                );
+                let bytes = count * size as u64;
+                let moved = |base: u64| {
+                    if back {
+                        base - bytes
+                    } else {
+                        base + bytes
+                    }
+                };
+                assert_eq!(m.gpr(reg::RSI), moved(DATA_BASE + src_off));
+                assert_eq!(m.gpr(reg::RDI), moved(DATA_BASE + dst_off));
+                assert_eq!(m.gpr(reg::RCX), 0);
+            }
         }
     }
 }
 
-#[test]
-fn rep_movs_backward_matches_model_for_many_alignments() {
-    // DF = 1 from elements that straddle, end at, or start at page boundaries, and runs
-    // that cross several pages going down (the bulk path copies one page at a time).
-    for size in [1u8, 2, 4, 8] {
-        for (src_off, dst_off, count) in [
-            (0x6000, 0x7800, 5000u64),
-            (0x5ffd, 0x6ffe, 3001),
-            (0x5fff, 0x7003, 1234),
-            (0x5ff8, 0x7ff8, 2),
-            (0x5010, 0x7010, 1),
-        ] {
-            let count = count / size as u64 + 1;
-            let mut m = TestMachine::new();
-            let init = pattern(0x8000, size);
-            m.load(DATA_BASE, &init);
-            set(&mut m, DATA_BASE + src_off, DATA_BASE + dst_off, count);
-            set_df(&mut m, true);
-            let e = exec(&mut m, &enc(MOVS, size, &[REP]));
-            assert_eq!(e.retired, count);
-            let mut expect = init.clone();
-            model_movs(&mut expect, src_off, dst_off, count, size as usize, false);
-            assert_eq!(
-                mem(&m, DATA_BASE, 0x8000),
-                expect,
-                "size {size} src {src_off:#x} dst {dst_off:#x}"
-            );
-            let bytes = count * size as u64;
-            assert_eq!(m.gpr(reg::RSI), DATA_BASE + src_off - bytes);
-            assert_eq!(m.gpr(reg::RDI), DATA_BASE + dst_off - bytes);
-            assert_eq!(m.gpr(reg::RCX), 0);
-        }
-    }
+/// REP MOVS of `count` `size`-byte elements from window offset `src` to `dst` (DF = `back`)
+/// on a patterned window of `len` bytes; checks the retired count and returns the machine and
+/// the element model's bytes.
+fn rep_movs_case(
+    len: usize,
+    seed: u8,
+    (src, dst, count): (u64, u64, u64),
+    size: u8,
+    back: bool,
+) -> (TestMachine, Vec<u8>) {
+    let mut m = TestMachine::new();
+    let init = pattern(len, seed);
+    m.load(DATA_BASE, &init);
+    set(&mut m, DATA_BASE + src, DATA_BASE + dst, count);
+    set_df(&mut m, back);
+    let e = exec(&mut m, &enc(MOVS, size, &[REP]));
+    assert_eq!(e.retired, count);
+    let mut expect = init;
+    model_movs(&mut expect, src, dst, count, size as usize, !back);
+    (m, expect)
 }
 
 /// Element-by-element MOVS on a byte window (offsets relative to the window).
@@ -282,18 +282,10 @@ fn overlapping_rep_movs_equals_element_by_element_copy() {
     for size in [1u8, 2, 4, 8] {
         for &dist in &dists {
             for back in [false, true] {
-                let mut m = TestMachine::new();
-                let init = pattern(0x10000, 11);
-                m.load(DATA_BASE, &init);
                 let count = 6000 / size as u64;
                 let src: u64 = if back { 0xc000 } else { 0x2ff1 };
                 let dst = (src as i64 + dist) as u64;
-                set(&mut m, DATA_BASE + src, DATA_BASE + dst, count);
-                set_df(&mut m, back);
-                let e = exec(&mut m, &enc(MOVS, size, &[REP]));
-                assert_eq!(e.retired, count);
-                let mut expect = init.clone();
-                model_movs(&mut expect, src, dst, count, size as usize, !back);
+                let (m, expect) = rep_movs_case(0x10000, 11, (src, dst, count), size, back);
                 assert!(
                     mem(&m, DATA_BASE, 0x10000) == expect,
                     "size {size} dist {dist} back {back}"
