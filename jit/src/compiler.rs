@@ -326,13 +326,12 @@ impl Compiler {
             addrs,
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
-        // Host-side diagnostics only (never reaches the guest): the size of the IR and the
-        // time Cranelift takes for it.
-        let ir_size = (
-            self.ctx.func.dfg.num_insts(),
-            self.ctx.func.dfg.num_blocks(),
-        );
-        let t0 = std::time::Instant::now();
+        // Host-side diagnostics only (never reaches the guest), and only when asked for: the
+        // size of the IR and the time Cranelift takes for it.
+        let log_start = self.compile_log.as_ref().map(|_| {
+            let dfg = &self.ctx.func.dfg;
+            (dfg.num_insts(), dfg.num_blocks(), std::time::Instant::now())
+        });
         self.ctx.set_disasm(self.dump_asm.is_some());
         if let Some(path) = &self.dump_ir {
             // Host-side diagnostics: append the IR of every compiled function to a file.
@@ -393,7 +392,7 @@ impl Compiler {
             .ctx
             .compiled_code()
             .map_or(0, |c| c.code_info().total_size as usize);
-        if let Some(path) = &self.compile_log {
+        if let (Some(path), Some((n, b, t0))) = (&self.compile_log, log_start) {
             use std::io::Write;
             let us = t0.elapsed().as_micros();
             if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -401,7 +400,6 @@ impl Compiler {
                 .append(true)
                 .open(path)
             {
-                let (n, b) = ir_size;
                 let _ = writeln!(f, "{n} {b} {us} {code_bytes} {}", looped as u8);
             }
         }

@@ -177,34 +177,37 @@ impl Str {
         self.dst_for(x, true)
     }
 
-    /// Whole elements that fit going forward from offset `off` (linear `lin`) before the offset
-    /// wraps at the address size or the linear address leaves its page.
+    /// Whole elements that fit from offset `off` (linear `lin`, the current element) in the
+    /// direction DF selects before the offset wraps at the address size or the linear address
+    /// leaves its page. Backward, the current element must lie in its page, and the elements
+    /// below it down to the page start (or offset 0) count.
     #[inline]
     fn room(&self, off: u64, lin: u64) -> u64 {
-        let page = PAGE_SIZE - (lin & 0xfff);
+        let e = self.esize as u64;
+        let in_page = lin & 0xfff;
+        if !self.forward {
+            if in_page + e > PAGE_SIZE {
+                return 0;
+            }
+            return (in_page / e + 1).min(off / e + 1);
+        }
         let space = match self.asize {
             8 => u64::MAX,
             4 => (1u64 << 32) - off,
             _ => (1u64 << 16) - off,
         };
-        page.min(space) / self.esize as u64
+        (PAGE_SIZE - in_page).min(space) / e
     }
 
-    /// Whole elements that fit going in the direction DF selects from offset `off` (linear
-    /// `lin`, the current element) before the offset wraps or the linear address leaves its
-    /// page: [`Str::room`] forward; backward, the element must lie in its page, and the
-    /// elements below it down to the page start (or offset 0) count.
+    /// The lowest physical byte of a run of `len` bytes whose current element is at `phys`:
+    /// `phys` itself forward; backward the current element is the run's highest.
     #[inline]
-    fn room_dir(&self, off: u64, lin: u64) -> u64 {
+    fn run_start(&self, phys: u64, len: u64) -> u64 {
         if self.forward {
-            return self.room(off, lin);
+            phys
+        } else {
+            phys - (len - self.esize as u64)
         }
-        let e = self.esize as u64;
-        let in_page = lin & 0xfff;
-        if in_page + e > PAGE_SIZE {
-            return 0;
-        }
-        (in_page / e + 1).min(off / e + 1)
     }
 
     /// REP with a zero count. Host rule (Intel, measured in `addr32_zero_count_matches_host`):
@@ -281,16 +284,14 @@ fn movs_chunk(x: &mut Ctx, g: &Str, max: u64) -> Result<u64, Fault> {
     let (Ok(src), Ok(dst)) = (g.src(x), g.dst(x)) else {
         return Ok(0);
     };
-    let k = max.min(g.room_dir(rsi, src)).min(g.room_dir(rdi, dst));
+    let k = max.min(g.room(rsi, src)).min(g.room(rdi, dst));
     if k < 2 {
         return Ok(0);
     }
     let ps = x.translate(src, Access::Read)?;
     let pd = x.translate(dst, Access::Write)?;
     let len = k * g.esize as u64;
-    // The lowest byte of each range (backward, the current element is the highest).
-    let below = if g.forward { 0 } else { len - g.esize as u64 };
-    let (ps, pd) = (ps - below, pd - below);
+    let (ps, pd) = (g.run_start(ps, len), g.run_start(pd, len));
     if !x.ram.contains(ps, len) || !x.ram.contains(pd, len) {
         return Ok(0);
     }
@@ -410,17 +411,13 @@ fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
     let Ok(dst) = g.dst(x) else {
         return Ok(0);
     };
-    let k = max.min(g.room_dir(rdi, dst));
+    let k = max.min(g.room(rdi, dst));
     if k < 2 {
         return Ok(0);
     }
     let pd = x.translate(dst, Access::Write)?;
     let len = k * g.esize as u64;
-    let pd = if g.forward {
-        pd
-    } else {
-        pd - (len - g.esize as u64)
-    };
+    let pd = g.run_start(pd, len);
     if !x.ram.contains(pd, len) {
         return Ok(0);
     }
