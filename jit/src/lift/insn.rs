@@ -376,9 +376,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             } else {
                 let v = read_src(l, ins, 1, size);
                 let a = l.mem_addr(ins);
-                let st = l.store(a, size, v);
+                l.store_last(a, size, v);
                 l.retire();
-                l.smc_exit_if(st);
             }
         }
         Kind::MovExt { signed } => {
@@ -397,9 +396,20 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let size = op_size(ins, 0);
             let b = read_src(l, ins, 1, size);
             let a = l.read_reg(ins.op0_register());
+            let dst = gpr_ref(ins.op0_register()).expect("GPR destination").index;
+            let ver = l.gpr_version(dst);
             let r = alu(l, ins.mnemonic(), op, a, b, size);
             if writes {
                 l.write_reg(ins.op0_register(), r);
+                // `add/sub reg64, imm`: addresses based on the result share page groups with
+                // those based on the operand.
+                if let (8, Some(k)) = (size, imm(ins, 1)) {
+                    match ins.mnemonic() {
+                        Mnemonic::Add => l.derive(dst, ver, k as i64),
+                        Mnemonic::Sub => l.derive(dst, ver, (k as i64).wrapping_neg()),
+                        _ => {}
+                    }
+                }
             }
             l.retire();
         }
@@ -627,17 +637,22 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         Kind::Push => {
             let v = l.read_reg(ins.op0_register());
             let rsp = l.gpr(reg::RSP);
-            let new = l.b.ins().iadd_imm_s(rsp, -8);
-            let st = l.store(super::mem::Addr { lin: new, ss: true }, 8, v);
-            l.set_gpr(reg::RSP, new);
+            let ver = l.gpr_version(reg::RSP);
+            let a = l.stack_addr(rsp, -8);
+            let st = l.store(a, 8, v);
+            l.set_gpr(reg::RSP, a.lin);
+            l.derive(reg::RSP, ver, -8);
             l.retire();
             l.smc_exit_if(st);
         }
         Kind::Pop => {
             let rsp = l.gpr(reg::RSP);
-            let v = l.load(super::mem::Addr { lin: rsp, ss: true }, 8);
+            let ver = l.gpr_version(reg::RSP);
+            let a = l.stack_addr(rsp, 0);
+            let v = l.load(a, 8);
             let new = l.b.ins().iadd_imm_s(rsp, 8);
             l.set_gpr(reg::RSP, new);
+            l.derive(reg::RSP, ver, 8);
             l.write_reg(ins.op0_register(), v);
             l.retire();
         }
@@ -648,10 +663,10 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         }
         Kind::Call => {
             let rsp = l.gpr(reg::RSP);
-            let new = l.b.ins().iadd_imm_s(rsp, -8);
+            let a = l.stack_addr(rsp, -8);
             let ret_addr = l.iconst(ins.next_ip());
-            let st = l.store(super::mem::Addr { lin: new, ss: true }, 8, ret_addr);
-            l.set_gpr(reg::RSP, new);
+            let st = l.store(a, 8, ret_addr);
+            l.set_gpr(reg::RSP, a.lin);
             l.retire();
             // A store into code: back to the dispatcher (never a jump inside the region, whose
             // code may just have changed).
@@ -662,7 +677,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         }
         Kind::Ret => {
             let rsp = l.gpr(reg::RSP);
-            let target = l.load(super::mem::Addr { lin: rsp, ss: true }, 8);
+            let a = l.stack_addr(rsp, 0);
+            let target = l.load(a, 8);
             // Non-canonical target: #GP(0) at the RET, before RSP moves.
             gp_if_noncanonical(l, target);
             let extra = if ins.op_count() > 0 {
@@ -686,11 +702,11 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             gp_if_noncanonical(l, target);
             if call {
                 let rsp = l.gpr(reg::RSP);
-                let new = l.b.ins().iadd_imm_s(rsp, -8);
+                let a = l.stack_addr(rsp, -8);
                 let ret_addr = l.iconst(ins.next_ip());
                 // A store into code ends the block anyway: the exit below is the same.
-                let _ = l.store(super::mem::Addr { lin: new, ss: true }, 8, ret_addr);
-                l.set_gpr(reg::RSP, new);
+                let _ = l.store(a, 8, ret_addr);
+                l.set_gpr(reg::RSP, a.lin);
             }
             l.retire();
             l.end_block(Rip::Dyn(target));

@@ -2,6 +2,7 @@
 //! inline software-TLB fast path (tag compare, same page → host pointer) and the `Ctx` slow
 //! path through a helper (misses, page crossings, MMIO, code pages, faults).
 
+use super::group::{AddrKey, Role};
 use super::{guest_mem, host_mem, Lower};
 use crate::frame::{seg_base_off, Frame};
 use crate::helpers::{INFO_RMW, INFO_SS};
@@ -11,12 +12,14 @@ use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
 use lockstep_interp::operand::gpr_ref;
 use lockstep_interp::state::sreg;
 
-/// A memory operand's linear address and whether it is SS-relative (#SS instead of #GP for a
-/// non-canonical address).
+/// A memory operand's linear address, whether it is SS-relative (#SS instead of #GP for a
+/// non-canonical address), and, for a 64-bit address without a segment base, its key and
+/// displacement (see `super::group`).
 #[derive(Clone, Copy)]
 pub struct Addr {
     pub lin: Value,
     pub ss: bool,
+    pub key: Option<(AddrKey, i64)>,
 }
 
 /// Address size of a memory operand in 64-bit mode, as `lockstep_interp::operand` decides it.
@@ -162,9 +165,60 @@ impl Lower<'_> {
             }
             _ => off,
         };
+        let key = if matches!(seg, Register::FS | Register::GS) || addr_size(ins) != 8 {
+            None
+        } else {
+            Some(self.addr_key(ins))
+        };
         Addr {
             lin,
             ss: seg == Register::SS,
+            key,
+        }
+    }
+
+    /// Key and displacement of a 64-bit memory operand (the values `effective_offset` used).
+    fn addr_key(&mut self, ins: &Instruction) -> (AddrKey, i64) {
+        let mut disp = ins.memory_displacement64() as i64;
+        let mut reg = 16;
+        let base = match ins.memory_base() {
+            Register::None | Register::RIP => None,
+            b => {
+                let g = gpr_ref(b).expect("GPR base").index;
+                reg = g as u8;
+                let (root, off) = self.root(self.gpr_version(g));
+                disp = disp.wrapping_add(off);
+                Some(root)
+            }
+        };
+        let index = match ins.memory_index() {
+            Register::None => None,
+            i => {
+                let g = gpr_ref(i).expect("GPR index").index;
+                Some((self.gpr_version(g), ins.memory_index_scale() as u8))
+            }
+        };
+        (AddrKey { reg, base, index }, disp)
+    }
+
+    /// The stack slot `delta` bytes from `rsp`, RSP's current value, for PUSH, POP, CALL and
+    /// RET.
+    pub fn stack_addr(&mut self, rsp: Value, delta: i64) -> Addr {
+        let lin = if delta == 0 {
+            rsp
+        } else {
+            self.b.ins().iadd_imm_s(rsp, delta)
+        };
+        let (root, off) = self.root(self.gpr_version(lockstep_interp::state::reg::RSP));
+        let key = AddrKey {
+            reg: lockstep_interp::state::reg::RSP as u8,
+            base: Some(root),
+            index: None,
+        };
+        Addr {
+            lin,
+            ss: true,
+            key: Some((key, off.wrapping_add(delta))),
         }
     }
 
@@ -196,20 +250,21 @@ impl Lower<'_> {
     /// page whose slot is the next one, so no tag in this slot can match it.
     pub(super) fn tlb_probe(&mut self, table: Value, lin: Value, size: u8) -> (Value, Value) {
         const _: () = assert!(TLB_ENTRY_BYTES.is_power_of_two());
-        let vpn = self.b.ins().ushr_imm_s(lin, 12);
-        let slot = self.b.ins().band_imm_s(vpn, (TLB_ENTRIES - 1) as i64);
+        // The entry's byte offset, `(vpn % TLB_ENTRIES) * TLB_ENTRY_BYTES`, in two steps.
+        let shift = 12 - TLB_ENTRY_BYTES.trailing_zeros() as i64;
+        let scaled = self.b.ins().ushr_imm_s(lin, shift);
         let off = self
             .b
             .ins()
-            .ishl_imm_s(slot, TLB_ENTRY_BYTES.trailing_zeros() as i64);
+            .band_imm_s(scaled, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as i64);
         let entry = self.b.ins().iadd(table, off);
         let tag = self.b.ins().load(types::I64, host_mem(), entry, 0);
-        let last = if size > 1 {
-            let end = self.b.ins().iadd_imm_s(lin, size as i64 - 1);
-            self.b.ins().ushr_imm_s(end, 12)
+        let end = if size > 1 {
+            self.b.ins().iadd_imm_s(lin, size as i64 - 1)
         } else {
-            vpn
+            lin
         };
+        let last = self.b.ins().ushr_imm_s(end, 12);
         let ok = self.b.ins().icmp(IntCC::Equal, tag, last);
         (ok, entry)
     }
@@ -237,21 +292,25 @@ impl Lower<'_> {
 
     fn load_x(&mut self, a: Addr, size: u8, rmw: bool) -> Value {
         let (tr, _, ram) = self.mem_base();
-        let (ok, entry) = self.tlb_probe(tr, a.lin, size);
+        let role = if rmw {
+            Role::None
+        } else {
+            self.group_role(a.key, false)
+        };
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I64);
         // Non-zero when the slow path asked for a yield (see `Lower::slow_yield`).
         self.b.append_block_param(join, types::I64);
-        let slow = self.fast_or_cold(ok);
-        let host = self.host_addr(entry, a.lin, ram);
-        let v = match size {
-            1 => self.b.ins().uload8(types::I64, guest_mem(), host, 0),
-            2 => self.b.ins().uload16(types::I64, guest_mem(), host, 0),
-            4 => self.b.ins().uload32(guest_mem(), host, 0),
-            _ => self.b.ins().load(types::I64, guest_mem(), host, 0),
-        };
-        let no = self.iconst(0);
-        self.b.ins().jump(join, &[v.into(), no.into()]);
+        let slow = self.fast_paths(tr, ram, &a, size, role, |l, host| {
+            let v = match size {
+                1 => l.b.ins().uload8(types::I64, guest_mem(), host, 0),
+                2 => l.b.ins().uload16(types::I64, guest_mem(), host, 0),
+                4 => l.b.ins().uload32(guest_mem(), host, 0),
+                _ => l.b.ins().load(types::I64, guest_mem(), host, 0),
+            };
+            let no = l.iconst(0);
+            l.b.ins().jump(join, &[v.into(), no.into()]);
+        });
 
         self.b.switch_to_block(slow);
         self.sync_retired_for_device();
@@ -273,6 +332,7 @@ impl Lower<'_> {
             .b
             .ins()
             .load(types::I64, host_mem(), frame, Frame::OFF_YIELD_REQ);
+        self.slow_path_done(role, true, rmw);
         self.b.ins().jump(join, &[v.into(), y.into()]);
 
         self.b.seal_block(join);
@@ -283,6 +343,51 @@ impl Lower<'_> {
             None => y,
         });
         v
+    }
+
+    /// The fast paths of an access: for a group member, the in-page check and the access
+    /// through the group's host address, then (out of line) a TLB probe as for any other
+    /// access; otherwise the TLB probe and, on a hit, the access (recording it when it starts
+    /// a group). `hit(l, host)` emits the access at a host address and the jump to the join.
+    /// Returns the slow block (a miss), not yet current.
+    fn fast_paths(
+        &mut self,
+        table: Value,
+        ram: Value,
+        a: &Addr,
+        size: u8,
+        role: Role,
+        hit: impl Fn(&mut Self, Value),
+    ) -> cranelift_codegen::ir::Block {
+        if let Role::Member(i, delta) = role {
+            let ok = self.group_member(i, delta, size);
+            let probe = self.fast_or_cold(ok);
+            let host = self.group_host(i, delta);
+            hit(self, host);
+            self.b.switch_to_block(probe);
+        }
+        let (ok, entry) = self.tlb_probe(table, a.lin, size);
+        let slow = self.fast_or_cold(ok);
+        if matches!(role, Role::Member(..)) {
+            let cur = self.b.current_block().expect("a current block");
+            self.b.set_cold_block(cur);
+        }
+        let host = self.host_addr(entry, a.lin, ram);
+        if let Role::First(i) = role {
+            self.group_record(i, a.lin, host);
+        }
+        hit(self, host);
+        slow
+    }
+
+    /// At the end of a slow path (which may have filled the read table for a load, the write
+    /// table for a store, both for a read-modify-write load): invalidate the groups of those
+    /// tables, and give a group this access started its (unused) host address.
+    fn slow_path_done(&mut self, role: Role, load: bool, rmw: bool) {
+        if let Role::First(i) = role {
+            self.group_no_record(i);
+        }
+        self.groups_invalidate(load, !load || rmw);
     }
 
     /// Branch on `ok` to a new fast block (made current) or a new cold slow block (returned).
@@ -312,22 +417,40 @@ impl Lower<'_> {
     /// current instruction. Returns the self-modifying-code status (non-zero: the store hit
     /// decoded code; end the block after the instruction with [`Lower::smc_exit_if`]).
     pub fn store(&mut self, a: Addr, size: u8, v: Value) -> Value {
+        self.store_x(a, size, v, false)
+            .expect("a store that is not the last effect returns its status")
+    }
+
+    /// A store that is the instruction's last effect (MOV to memory; call [`Lower::retire`]
+    /// after it, and no `smc_exit_if`): the slow path itself ends the block when the store
+    /// hit decoded code or asked for a yield, so the main path tests nothing.
+    pub fn store_last(&mut self, a: Addr, size: u8, v: Value) {
+        self.store_x(a, size, v, true);
+    }
+
+    fn store_x(&mut self, a: Addr, size: u8, v: Value, last: bool) -> Option<Value> {
         let (_, tw, ram) = self.mem_base();
-        let (ok, entry) = self.tlb_probe(tw, a.lin, size);
+        let role = self.group_role(a.key, true);
         let join = self.b.create_block();
-        self.b.append_block_param(join, types::I32);
+        if !last {
+            self.b.append_block_param(join, types::I32);
+        }
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
-        let slow = self.fast_or_cold(ok);
-        let host = self.host_addr(entry, a.lin, ram);
-        match size {
-            1 => self.b.ins().istore8(guest_mem(), v, host, 0),
-            2 => self.b.ins().istore16(guest_mem(), v, host, 0),
-            4 => self.b.ins().istore32(guest_mem(), v, host, 0),
-            _ => self.b.ins().store(guest_mem(), v, host, 0),
-        };
-        let zero = self.b.ins().iconst(types::I32, 0);
-        self.b.ins().jump(join, &[zero.into()]);
+        let slow = self.fast_paths(tw, ram, &a, size, role, |l, host| {
+            match size {
+                1 => l.b.ins().istore8(guest_mem(), v, host, 0),
+                2 => l.b.ins().istore16(guest_mem(), v, host, 0),
+                4 => l.b.ins().istore32(guest_mem(), v, host, 0),
+                _ => l.b.ins().store(guest_mem(), v, host, 0),
+            };
+            if last {
+                l.b.ins().jump(join, &[]);
+            } else {
+                let zero = l.b.ins().iconst(types::I32, 0);
+                l.b.ins().jump(join, &[zero.into()]);
+            }
+        });
 
         self.b.switch_to_block(slow);
         self.sync_retired_for_device();
@@ -344,10 +467,19 @@ impl Lower<'_> {
             .ins()
             .icmp_imm_s(IntCC::Equal, status, crate::frame::ret::STOP as i64);
         self.fault_exit_if(fault);
-        self.b.ins().jump(join, &[status.into()]);
+        self.slow_path_done(role, false, false);
+        if last {
+            // As after the instruction: retired, nothing else left to do.
+            self.k += 1;
+            self.smc_exit_if(status);
+            self.k -= 1;
+            self.b.ins().jump(join, &[]);
+        } else {
+            self.b.ins().jump(join, &[status.into()]);
+        }
 
         self.b.seal_block(join);
         self.b.switch_to_block(join);
-        self.b.block_params(join)[0]
+        (!last).then(|| self.b.block_params(join)[0])
     }
 }

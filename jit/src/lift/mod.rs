@@ -11,6 +11,7 @@
 mod avx_int;
 mod bit;
 pub(crate) mod flags;
+mod group;
 mod insn;
 mod mem;
 mod muldiv;
@@ -136,6 +137,15 @@ pub struct Lower<'a> {
     /// done MMIO and asked for a yield): non-zero at run time when one did and asked; leave
     /// the block once the instruction has retired.
     pub slow_yield: Option<Value>,
+    /// Page groups of the current guest block, and stack-pointer values derived by constant
+    /// steps (see `group`).
+    groups: Vec<group::Group>,
+    derived: Vec<(u32, u32, i64)>,
+    /// Version of each GPR variable's value, and the last version handed out.
+    versions: [u32; 16],
+    next_version: u32,
+    /// `group::later_bases` of the instruction being lowered.
+    later_bases: u32,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers any of its instructions
     /// reads or writes (bit 16: RFLAGS), `Frame::region_end`, the flag edge variables.
@@ -384,6 +394,11 @@ pub fn lower_region(
         next_ip: 0,
         rip_in_memory: false,
         slow_yield: None,
+        groups: Vec::new(),
+        derived: Vec::new(),
+        versions: [0; 16],
+        next_version: 0,
+        later_bases: 0,
         stats: LowerStats::default(),
         members,
         work: Vec::new(),
@@ -557,6 +572,8 @@ impl Lower<'_> {
         let l = self;
         l.sse_ok = None;
         l.avx_ok = None;
+        l.end_groups();
+        let later = group::later_bases(&block.insns);
         let n = block.insns.len();
         let mut ended = false;
         // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path
@@ -568,6 +585,7 @@ impl Lower<'_> {
         for (i, d) in block.insns.iter().enumerate() {
             l.ins_ip = d.ins.ip();
             l.next_ip = d.ins.next_ip();
+            l.later_bases = later[i];
             l.slow_yield = None;
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
@@ -731,12 +749,14 @@ impl Lower<'_> {
             let v = self.b.ins().load(types::I64, host_mem(), self.state, off);
             self.b.def_var(self.vars[i], v);
             self.loaded |= 1 << i;
+            self.new_version(i);
         }
         self.b.use_var(self.vars[i])
     }
 
     /// Set GPR `i` to the 64-bit `v`.
     pub fn set_gpr(&mut self, i: usize, v: Value) {
+        self.new_version(i);
         self.b.def_var(self.vars[i], v);
         self.loaded |= 1 << i;
         self.dirty |= 1 << i;
@@ -1019,7 +1039,9 @@ impl Lower<'_> {
     /// the reloaded `retired`.
     fn exec_call(&mut self, d: &DecodedInsn) -> Value {
         let status = self.call_exec_insn(d);
-        // The handler may have changed CR0/CR4 (CLTS, MOV CR): check SSE state again.
+        // The handler may have changed CR0/CR4 (CLTS, MOV CR): check SSE state again; it may
+        // have filled or flushed the TLB: end the page groups.
+        self.end_groups();
         self.sse_ok = None;
         self.avx_ok = None;
         self.k = 0;
@@ -1036,6 +1058,7 @@ impl Lower<'_> {
     }
 
     /// The call of the instruction trampoline `exec_insn(frame, d)`; returns its status.
+    /// Invalidates every page group on the path it is on.
     fn call_exec_insn(&mut self, d: &DecodedInsn) -> Value {
         let insn = self.iconst(d as *const DecodedInsn as u64);
         let f = self.iconst(crate::helpers::exec_insn as *const () as u64);
@@ -1044,6 +1067,9 @@ impl Lower<'_> {
             .b
             .ins()
             .call_indirect(self.sigs.exec, f, &[frame, insn]);
+        // The handler may have filled any TLB table: no page group is valid after it (SSE
+        // slow paths rejoin the main path after this call).
+        self.groups_invalidate(true, true);
         self.b.inst_results(call)[0]
     }
 

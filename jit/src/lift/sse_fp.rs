@@ -344,6 +344,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
             l.b.ins()
                 .load(types::I64, host_mem(), st, crate::frame::gpr_off(g.index));
         l.b.def_var(l.vars[g.index], v);
+        l.new_version(g.index);
     }
     if rf_old.is_some() {
         let v = l.b.ins().load(types::I64, host_mem(), st, OFF_RFLAGS);

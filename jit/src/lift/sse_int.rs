@@ -510,6 +510,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
             crate::frame::gpr_off(g.index),
         );
         l.b.def_var(l.vars[g.index], v);
+        l.new_version(g.index);
     }
     l.b.ins().jump(join, &[]);
 

@@ -1,0 +1,217 @@
+//! Page groups: accesses of one guest block that share an address expression (the same base
+//! and index values, different displacements) reuse the first access's TLB hit instead of
+//! probing the TLB again.
+//!
+//! The first access of a group probes as usual; on its fast path it records the page offset
+//! of its address and its host address in two variables. A later access of the group, `delta`
+//! bytes away, is in the same page exactly when `offset + delta` stays within the page, and
+//! then its host address is the recorded one plus `delta`: one add, one compare, no table
+//! load. Otherwise (another page, or a recorded offset that is not valid) it takes the usual
+//! probe and slow path, out of line.
+//!
+//! Why a hit stays a hit: between two accesses of a group nothing on the main path fills or
+//! drops TLB entries (instructions that call the interpreter end every group), and the only
+//! code that does — the slow path of a memory access, in the helpers — sets the offset of
+//! every group on the tables it may fill to [`INVALID`] (loads: the read table; stores: the
+//! write table; read-modify-write loads: both). So the interpreter, running the same
+//! instructions, would hit the same entry for every access the group serves: same
+//! translation, same accessed and dirty bits, same TLB contents afterwards.
+//!
+//! Keys are register versions (a number that changes whenever the lowering gives a GPR
+//! variable a new value), so a group lasts while its base and index registers keep their
+//! values; updates by a constant (PUSH, POP, CALL, RET, `add/sub reg, imm`) are followed
+//! through [`Lower::derive`], so a function's prologue and its frame accesses share one group.
+
+use super::Lower;
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
+use cranelift_frontend::Variable;
+
+/// What an address is apart from its displacement: the root version of its base register
+/// (see [`Lower::derive`]) and its index register's version with the scale.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct AddrKey {
+    /// The base register (16: none, or RIP), for [`later_bases`].
+    pub reg: u8,
+    pub base: Option<u32>,
+    pub index: Option<(u32, u8)>,
+}
+
+/// An offset no access of a group can start at: marks the group's record as not valid.
+pub const INVALID: i64 = 1 << 20;
+
+/// Largest displacement difference served by a group (farther is never in the same page).
+const MAX_DELTA: i64 = 4095;
+
+/// Groups kept per block and table: an older one is forgotten for a new one.
+const MAX_GROUPS: usize = 4;
+
+/// For each instruction of `insns`: the base registers (bit 16: none or RIP) of the memory
+/// operands of the instructions after it, RSP for a stack access. An access starts a group
+/// only when a later one may join it.
+pub fn later_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<u32> {
+    use iced_x86::{OpKind, Register};
+    let mut out = vec![0u32; insns.len()];
+    let mut acc = 0u32;
+    for (i, d) in insns.iter().enumerate().rev() {
+        out[i] = acc;
+        let ins = &d.ins;
+        if ins.stack_pointer_increment() != 0 {
+            acc |= 1 << lockstep_interp::state::reg::RSP;
+        }
+        if (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory) {
+            acc |= match lockstep_interp::operand::gpr_ref(ins.memory_base()) {
+                Some(g) if ins.memory_base() != Register::None => 1 << g.index,
+                _ => 1 << 16,
+            };
+        }
+    }
+    out
+}
+
+/// One group: its key and table, the displacement of its first access, and the variables
+/// holding that access's page offset ([`INVALID`] after a slow path) and host address.
+#[derive(Clone, Copy, Debug)]
+pub struct Group {
+    key: AddrKey,
+    write: bool,
+    disp: i64,
+    off: Variable,
+    host: Variable,
+}
+
+/// How an access relates to the groups: it starts group `i`, is a member of group `i`
+/// (`delta` bytes from its first access), or neither.
+#[derive(Clone, Copy, Debug)]
+pub enum Role {
+    None,
+    First(usize),
+    Member(usize, i64),
+}
+
+impl Lower<'_> {
+    /// The current version of GPR `i` (of the value `Lower::gpr` returns now).
+    pub fn gpr_version(&self, i: usize) -> u32 {
+        self.versions[i]
+    }
+
+    /// Variable `i` gets a new value: give it a new version (GPRs only; RFLAGS, variable 16,
+    /// is never an address).
+    pub(super) fn new_version(&mut self, i: usize) {
+        if let Some(v) = self.versions.get_mut(i) {
+            self.next_version = self.next_version.wrapping_add(1);
+            *v = self.next_version;
+        }
+    }
+
+    /// Record that GPR `i`'s current value is the value it had at version `from`, plus
+    /// `delta`, so that addresses based on either share groups.
+    pub fn derive(&mut self, i: usize, from: u32, delta: i64) {
+        let (root, off) = self.root(from);
+        if self.derived.len() >= 64 {
+            self.derived.remove(0);
+        }
+        self.derived
+            .push((self.versions[i], root, off.wrapping_add(delta)));
+    }
+
+    /// The version `v` was derived from by constant steps, and the sum of the steps.
+    pub fn root(&self, v: u32) -> (u32, i64) {
+        self.derived
+            .iter()
+            .rev()
+            .find(|d| d.0 == v)
+            .map_or((v, 0), |d| (d.1, d.2))
+    }
+
+    /// Forget every group and derivation (at a block start, and after an instruction that
+    /// ran in the interpreter, which may have done anything to the TLB).
+    pub fn end_groups(&mut self) {
+        self.groups.clear();
+        self.derived.clear();
+    }
+
+    /// The role of an access at `key` + `disp` to the read (`write` false) or write table.
+    pub(super) fn group_role(&mut self, key: Option<(AddrKey, i64)>, write: bool) -> Role {
+        let Some((key, disp)) = key else {
+            return Role::None;
+        };
+        let found = self.groups.iter().position(|g| {
+            g.key == key && g.write == write && disp.wrapping_sub(g.disp).abs() <= MAX_DELTA
+        });
+        if let Some(i) = found {
+            return Role::Member(i, disp.wrapping_sub(self.groups[i].disp));
+        }
+        if self.later_bases & (1 << key.reg) == 0 {
+            // No later instruction of the block addresses through this register.
+            return Role::None;
+        }
+        if self.groups.iter().filter(|g| g.write == write).count() >= MAX_GROUPS {
+            let oldest = self.groups.iter().position(|g| g.write == write);
+            self.groups.remove(oldest.expect("a group of this table"));
+        }
+        let off = self.b.declare_var(types::I64);
+        let host = self.b.declare_var(types::I64);
+        self.groups.push(Group {
+            key,
+            write,
+            disp,
+            off,
+            host,
+        });
+        Role::First(self.groups.len() - 1)
+    }
+
+    /// On the fast path of group `i`'s first access: record its address `lin` and host
+    /// address.
+    pub(super) fn group_record(&mut self, i: usize, lin: Value, host: Value) {
+        let g = self.groups[i];
+        let off = self.b.ins().band_imm_s(lin, 0xfff);
+        self.b.def_var(g.off, off);
+        self.b.def_var(g.host, host);
+    }
+
+    /// Whether a member `delta` bytes from group `i`'s first access, of `size` bytes, is in
+    /// the recorded page (and the record valid).
+    pub(super) fn group_member(&mut self, i: usize, delta: i64, size: u8) -> Value {
+        let g = self.groups[i];
+        let off = self.b.use_var(g.off);
+        let last = 4096 - size as i64;
+        if delta >= 0 {
+            // offset + delta <= last, as offset <= last - delta (offset is never negative;
+            // INVALID is above every bound).
+            return self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedLessThanOrEqual, off, last - delta);
+        }
+        let at = self.b.ins().iadd_imm_s(off, delta);
+        self.b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, at, last)
+    }
+
+    /// Host address of a member `delta` bytes from group `i`'s first access (once
+    /// [`Lower::group_member`] said it is in the page).
+    pub(super) fn group_host(&mut self, i: usize, delta: i64) -> Value {
+        let host = self.b.use_var(self.groups[i].host);
+        self.b.ins().iadd_imm_s(host, delta)
+    }
+
+    /// On the slow path of group `i`'s first access: no valid record (the host address is
+    /// never used, but every path defines it).
+    pub(super) fn group_no_record(&mut self, i: usize) {
+        let zero = self.iconst(0);
+        self.b.def_var(self.groups[i].host, zero);
+    }
+
+    /// On a slow path that may have filled the read table (`read`) and/or the write table:
+    /// mark the groups of those tables not valid.
+    pub(super) fn groups_invalidate(&mut self, read: bool, write: bool) {
+        let bad = self.iconst(INVALID as u64);
+        for g in self.groups.clone() {
+            if (g.write && write) || (!g.write && read) {
+                self.b.def_var(g.off, bad);
+            }
+        }
+    }
+}

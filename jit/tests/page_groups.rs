@@ -1,0 +1,221 @@
+//! Page groups (`lift/group.rs`): accesses of one block through the same base register reuse
+//! the first access's TLB hit. Checked against the interpreter, instruction for instruction:
+//! members that leave the page (above or below) fault like the interpreter, and a group is
+//! not trusted after another access's slow path may have evicted its TLB entry (here: an
+//! eviction, then a remapped PTE the interpreter's new walk sees).
+
+use iced_x86::code_asm::*;
+use lockstep_interp::state::reg;
+use lockstep_interp::testkit_sys::SysMachine;
+use lockstep_interp::{Engine, ExitReason, Fault, Interpreter};
+use lockstep_jit::{Jit, JitConfig};
+
+const PML4: u64 = 0x1000;
+const PDPT: u64 = 0x2000;
+const PD: u64 = 0x3000;
+/// 4 KiB page table for the first 2 MiB (2 MiB pages above).
+const PT: u64 = 0x4000;
+const CODE: u64 = 0x10_0000;
+const STACK: u64 = 0x30_0000;
+/// A data page whose neighbours below and above are not mapped.
+const D: u64 = 0x15_0000;
+/// A data page, the page its PTE is switched to, and a page in the same TLB slot (2048
+/// pages = 8 MiB higher, in a 2 MiB page).
+const P: u64 = 0x16_0000;
+const ALT: u64 = 0x17_0000;
+const Q: u64 = P + (2048 << 12);
+
+fn assemble(f: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>) -> Vec<u8> {
+    let mut a = CodeAssembler::new(64).unwrap();
+    f(&mut a).unwrap();
+    a.assemble(CODE).unwrap()
+}
+
+fn machine(code: &[u8], setup: &dyn Fn(&mut SysMachine)) -> SysMachine {
+    let mut m = SysMachine::new(64);
+    m.ram.write_u64(PML4, PDPT | 3).unwrap();
+    m.ram.write_u64(PDPT, PD | 3).unwrap();
+    m.ram.write_u64(PD, PT | 3).unwrap();
+    for i in 1..512u64 {
+        m.ram.write_u64(PD + i * 8, (i << 21) | 0x83).unwrap();
+    }
+    for i in 0..512u64 {
+        let page = i << 12;
+        let pte = if page == D - 0x1000 || page == D + 0x1000 {
+            0
+        } else {
+            page | 3
+        };
+        m.ram.write_u64(PT + i * 8, pte).unwrap();
+    }
+    m.load(CODE, code);
+    m.start_long(PML4, CODE);
+    m.cpu.state.gpr[reg::RSP] = STACK;
+    setup(&mut m);
+    m
+}
+
+/// Run `code` in both engines in slices of `slice` instructions, comparing exits, state and
+/// all of RAM after each; returns the first exit that is not a budget or yield exit, and
+/// checks that the JIT compiled something.
+fn run(code: &[u8], setup: &dyn Fn(&mut SysMachine), slice: u64) -> ExitReason {
+    let mut a = machine(code, setup);
+    let mut b = machine(code, setup);
+    let mut jit = Jit::new(JitConfig {
+        threshold: 2,
+        batch: 1,
+        ..JitConfig::default()
+    });
+    for n in 0.. {
+        assert!(n < 100_000, "no stop");
+        let ea = Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
+        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
+        assert_eq!(ea, eb, "exit of slice {n}");
+        assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
+        assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
+        assert!(a.ram.bytes() == b.ram.bytes(), "RAM after slice {n}");
+        match ea.reason {
+            ExitReason::Budget | ExitReason::Yield => {}
+            other => {
+                assert!(jit.stats.compiled > 0, "{}", jit.stats.summary());
+                return other;
+            }
+        }
+    }
+    unreachable!()
+}
+
+fn page_fault_at(e: ExitReason) -> u64 {
+    match e {
+        ExitReason::Exception(Fault::PageFault { addr, .. }) => addr,
+        other => panic!("expected #PF: {other:?}"),
+    }
+}
+
+#[test]
+fn members_leaving_the_page_upwards_fault_like_the_interpreter() {
+    // RBX walks up through the top of D: a group's first access stays in the page while a
+    // member (a load, then a store) crosses into the unmapped page above.
+    let loads = assemble(|a| {
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(rax, qword_ptr(rbx))?;
+        a.mov(qword_ptr(rbx), rdx)?;
+        a.mov(rcx, qword_ptr(rbx + 16))?;
+        a.mov(esi, dword_ptr(rbx + 4))?;
+        a.add(rdx, rcx)?;
+        a.inc(rbx)?;
+        a.jmp(top)
+    });
+    let stores = assemble(|a| {
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(qword_ptr(rbx), rdx)?;
+        a.mov(rax, qword_ptr(rbx))?;
+        a.mov(dword_ptr(rbx + 12), edx)?;
+        a.mov(word_ptr(rbx + 2), dx)?;
+        a.add(rdx, rax)?;
+        a.inc(rbx)?;
+        a.jmp(top)
+    });
+    for code in [loads, stores] {
+        for slice in [1000, 7] {
+            let e = run(
+                &code,
+                &|m| {
+                    m.cpu.state.gpr[reg::RBX] = D + 0xfc0;
+                    m.cpu.state.gpr[reg::RDX] = 0x1122_3344_5566_7788;
+                },
+                slice,
+            );
+            assert_eq!(page_fault_at(e), D + 0x1000);
+        }
+    }
+}
+
+#[test]
+fn members_leaving_the_page_downwards_fault_like_the_interpreter() {
+    // The group starts at +24; members at +16, +8, +0 (negative deltas) and pushes below
+    // RSP (a stack group) cross into the unmapped page below D as RBX and RSP walk down.
+    let code = assemble(|a| {
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(qword_ptr(rbx + 24), rdx)?;
+        a.mov(qword_ptr(rbx + 16), rdx)?;
+        a.mov(rax, qword_ptr(rbx + 8))?;
+        a.mov(rcx, qword_ptr(rbx))?;
+        a.add(rdx, rcx)?;
+        a.lea(rsp, qword_ptr(rbx + 48))?;
+        a.push(rax)?;
+        a.push(rcx)?;
+        a.pop(rsi)?;
+        a.dec(rbx)?;
+        a.jmp(top)
+    });
+    for slice in [1000, 7] {
+        let e = run(
+            &code,
+            &|m| {
+                m.cpu.state.gpr[reg::RBX] = D + 0x40;
+                m.cpu.state.gpr[reg::RDX] = 0x0102_0304_0506_0708;
+            },
+            slice,
+        );
+        assert_eq!(page_fault_at(e), D - 1);
+    }
+}
+
+#[test]
+fn a_group_is_not_trusted_after_an_eviction() {
+    // In one block: a load from P (hits: the previous block filled it) starts a group; P's
+    // PTE is switched to ALT without a flush; a load from Q, same TLB slot, evicts P (a
+    // natively lowered load, or x87 and SSE loads that run in the interpreter); the next load
+    // from P misses in the interpreter, which walks and reads ALT. The JIT must do the same
+    // (a group whose entry may be gone is not used).
+    let pte = PT + (P >> 12) * 8;
+    type Evict = dyn Fn(&mut CodeAssembler) -> Result<(), IcedError>;
+    let evictors: [Box<Evict>; 3] = [
+        Box::new(|a| a.mov(rcx, qword_ptr(rdx))),
+        Box::new(|a| {
+            a.fld(qword_ptr(rdx))?;
+            a.fstp(st0)
+        }),
+        Box::new(|a| a.movhps(xmm0, qword_ptr(rdx))),
+    ];
+    for evict in evictors {
+        let code = assemble(|a| {
+            let mut top = a.create_label();
+            let mut next = a.create_label();
+            a.set_label(&mut top)?;
+            a.mov(r12, qword_ptr(rbx + 32))?;
+            a.jmp(next)?;
+            a.set_label(&mut next)?;
+            a.mov(rax, qword_ptr(rbx))?;
+            a.mov(qword_ptr(r8), r9)?;
+            evict(a)?;
+            a.mov(rsi, qword_ptr(rbx + 8))?;
+            a.mov(qword_ptr(r8), r10)?;
+            a.invlpg(byte_ptr(rbx))?;
+            a.add(r11, rsi)?;
+            a.dec(edi)?;
+            a.jnz(top)?;
+            a.hlt()
+        });
+        let setup = |m: &mut SysMachine| {
+            m.ram.write_u64(P + 8, 1).unwrap();
+            m.ram.write_u64(ALT + 8, 1 << 32).unwrap();
+            let g = &mut m.cpu.state.gpr;
+            g[reg::RBX] = P;
+            g[reg::RDX] = Q;
+            g[8] = pte;
+            g[9] = ALT | 3;
+            g[10] = P | 3;
+            g[reg::RDI] = 50;
+        };
+        assert_eq!(run(&code, &setup, 1000), ExitReason::Halt);
+        let mut m = machine(&code, &setup);
+        m.run(1_000_000);
+        // Every iteration read ALT's value.
+        assert_eq!(m.cpu.state.gpr[11], 50 << 32);
+    }
+}
