@@ -8,7 +8,8 @@
 //! the target block's whole length; otherwise it returns to the dispatcher.
 //!
 //! Whether the function is still the right code for that RIP is checked by the function
-//! itself, on entry through a chained jump (the dispatcher has just checked the same when it
+//! itself, on entry through a chained jump (unless the jump comes from code of the same page
+//! that knows the check would pass: see [`ChainEntry::check`]) (the dispatcher has just checked the same when it
 //! calls a function, and says so in `Frame::entered`): the execute TLB must still map the
 //! RIP's page to the physical page the block was decoded from (so the dispatcher would
 //! translate RIP the same way, with the same permissions), and the block's code pages must
@@ -29,13 +30,28 @@ pub struct ChainEntry {
     pub func: u64,
     /// Instructions in the block.
     pub len: u64,
+    /// What the function's entry check verifies, for a block in one page: its physical page
+    /// number and that page's code word, `page << 32 | word` ([`check_word`]); `u64::MAX`
+    /// otherwise (never a check word). A chain exit to a block on the virtual page its own
+    /// function's entry check validated, whose function has made no interpreter call (the
+    /// only code that can change the execute TLB or swap its privilege sets), compares this
+    /// with its own check word: equal, the target's check would pass (same virtual page,
+    /// same physical page, same code word, and a store into code would have ended the block),
+    /// so the exit sets `Frame::entered` and the target skips it.
+    pub check: u64,
 }
 
 pub const EMPTY: ChainEntry = ChainEntry {
     rip: u64::MAX,
     func: 0,
     len: u64::MAX,
+    check: u64::MAX,
 };
+
+/// The check word of a block in physical page `page` whose code word is `word`.
+pub fn check_word(page: u64, word: u32) -> u64 {
+    page << 32 | word as u64
+}
 
 /// Entries in the table (a power of two).
 pub const ENTRIES: usize = 1 << 13;
@@ -43,6 +59,7 @@ pub const ENTRY_BYTES: i64 = core::mem::size_of::<ChainEntry>() as i64;
 pub const OFF_RIP: i32 = core::mem::offset_of!(ChainEntry, rip) as i32;
 pub const OFF_FUNC: i32 = core::mem::offset_of!(ChainEntry, func) as i32;
 pub const OFF_LEN: i32 = core::mem::offset_of!(ChainEntry, len) as i32;
+pub const OFF_CHECK: i32 = core::mem::offset_of!(ChainEntry, check) as i32;
 
 /// Multiplier of the RIP hash (Fibonacci hashing).
 pub const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;

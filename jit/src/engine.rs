@@ -533,10 +533,16 @@ impl Jit {
                 let len = e.len as u64;
                 // Other blocks may jump to it (the function checks on such an entry that it
                 // is still the right code for `rip`: see `crate::chain`).
+                let check = if e.word0 != 0 {
+                    crate::chain::check_word(e.key.phys >> 12, e.word0)
+                } else {
+                    u64::MAX
+                };
                 self.chain.set(ChainEntry {
                     rip,
                     func: f as u64,
                     len,
+                    check,
                 });
                 if self.single_block || !self.config.chain {
                     frame.chain_end = 0;

@@ -178,3 +178,107 @@ fn rewritten_callee_runs_the_new_code() {
         assert_eq!(run(Remap::Rewrite, slice), LOOPS as u64 * 10_001);
     }
 }
+
+/// A virtual code page mapped to different physical pages (with different code) in two
+/// address spaces: a chained jump between blocks of one page may skip the target's entry
+/// check only when the target was compiled from the same physical page and code as the
+/// jumping function. Here the second address space's caller finds the first one's callee in
+/// the chain table (same RIP): it must not run it.
+#[test]
+fn same_page_links_follow_the_address_space() {
+    const V: u64 = 0x18_0000;
+    const CODE_A: u64 = 0x1a_0000;
+    const CODE_B: u64 = 0x1b_0000;
+    const SWITCH: u64 = 0x10_0000;
+    const HALT: u64 = 0x11_0000;
+    const PML4_B: u64 = 0x5000;
+    let space = |m: &mut SysMachine, pml4: u64, code: u64| {
+        let (pdpt, pd, pt) = (pml4 + 0x1000, pml4 + 0x2000, pml4 + 0x3000);
+        m.ram.write_u64(pml4, pdpt | 3).unwrap();
+        m.ram.write_u64(pdpt, pd | 3).unwrap();
+        m.ram.write_u64(pd, pt | 3).unwrap();
+        for i in 1..512u64 {
+            m.ram.write_u64(pd + i * 8, (i << 21) | 0x83).unwrap();
+        }
+        for i in 0..512u64 {
+            let page = if i << 12 == V { code } else { i << 12 };
+            m.ram.write_u64(pt + i * 8, page | 3).unwrap();
+        }
+    };
+    // The loop calls a `ret` at V+0x900 for its first half and the callee at V+0x800 for
+    // its second: in the second address space, the (by then compiled) caller's first jump
+    // to V+0x800 finds the first address space's callee in the chain table.
+    let main = |last_space: bool| {
+        assemble(V, |a| {
+            let mut top = a.create_label();
+            let mut same = a.create_label();
+            a.xor(eax, eax)?;
+            a.mov(ecx, LOOPS)?;
+            a.mov(rsi, V + 0x900)?;
+            a.set_label(&mut top)?;
+            // Indirect: a chain exit (a direct call into the page would be a jump inside
+            // the caller's region); the RET back is one too.
+            a.call(rsi)?;
+            a.dec(ecx)?;
+            a.cmp(ecx, LOOPS / 2)?;
+            a.jne(same)?;
+            a.mov(rsi, V + 0x800)?;
+            a.set_label(&mut same)?;
+            a.test(ecx, ecx)?;
+            a.jnz(top)?;
+            // (HLT on another page: an interpreter call here would turn off the skips.)
+            a.jmp(if last_space { HALT } else { SWITCH })
+        })
+    };
+    let callee = |imm: i32| {
+        assemble(V + 0x800, |a| {
+            a.add(rax, imm)?;
+            a.ret()
+        })
+    };
+    let build = || {
+        let mut m = SysMachine::new(64);
+        space(&mut m, PML4, CODE_A);
+        space(&mut m, PML4_B, CODE_B);
+        m.load(CODE_A, &main(false));
+        m.load(CODE_A + 0x800, &callee(1));
+        m.load(CODE_A + 0x900, &[0xc3]);
+        m.load(CODE_B + 0x900, &[0xc3]);
+        m.load(CODE_B, &main(true));
+        m.load(CODE_B + 0x800, &callee(100));
+        let switch = assemble(SWITCH, |a| {
+            a.mov(rbx, PML4_B)?;
+            a.mov(cr3, rbx)?;
+            a.jmp(V)
+        });
+        m.load(SWITCH, &switch);
+        m.load(HALT, &assemble(HALT, |a| a.hlt()));
+        m.start_long(PML4, V);
+        m.cpu.state.gpr[reg::RSP] = STACK;
+        m
+    };
+    for slice in [1 << 30, 997] {
+        let mut a = build();
+        let mut b = build();
+        let mut jit = Jit::new(JitConfig {
+            threshold: 2,
+            batch: 1,
+            ..JitConfig::default()
+        });
+        for n in 0.. {
+            assert!(n < 1_000_000, "no HLT");
+            let ea = Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
+            let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
+            assert_eq!(ea, eb, "exit of slice {n}");
+            assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
+            assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
+            match ea.reason {
+                ExitReason::Halt => break,
+                ExitReason::Budget | ExitReason::Yield => {}
+                other => panic!("unexpected stop {other:?}"),
+            }
+        }
+        assert!(jit.stats.chained_runs > 0, "{}", jit.stats.summary());
+        assert_eq!(b.cpu.state.gpr[reg::RAX], LOOPS as u64 / 2 * 100);
+    }
+}

@@ -146,6 +146,12 @@ pub struct Lower<'a> {
     next_version: u32,
     /// `group::later_bases` of the instruction being lowered.
     later_bases: u32,
+    /// The entry block's virtual page and check word (`chain::ChainEntry::check`), when it
+    /// lies in one page; the constants that enable same-page entry-check skips at chain exits
+    /// (turned off after lowering if the function calls the interpreter); whether it does.
+    own_check: Option<(u64, u64)>,
+    skip_enables: Vec<cranelift_codegen::ir::Inst>,
+    exec_called: bool,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers any of its instructions
     /// reads or writes (bit 16: RFLAGS), `Frame::region_end`, the flag edge variables.
@@ -328,6 +334,19 @@ fn entry_check(
     FLAG_RECORD.map(|off| ld(b, frame, off))
 }
 
+/// The entry block's virtual page and its check word (`chain::ChainEntry::check`), when the
+/// block lies in one page.
+fn own_check(entry: &Block) -> Option<(u64, u64)> {
+    let key = entry.key();
+    let mut words = entry.code_words();
+    match (words.next(), words.next()) {
+        (Some((page, w)), None) if page == key.phys >> 12 => {
+            Some((key.rip >> 12, crate::chain::check_word(page, w)))
+        }
+        _ => None,
+    }
+}
+
 /// Lift a region into the function under construction in `b` (its signature must be
 /// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
 /// that branches of the region may reach: a branch to one of them becomes a jump inside the
@@ -399,6 +418,9 @@ pub fn lower_region(
         versions: [0; 16],
         next_version: 0,
         later_bases: 0,
+        own_check: own_check(blocks[0]),
+        skip_enables: Vec::new(),
+        exec_called: false,
         stats: LowerStats::default(),
         members,
         work: Vec::new(),
@@ -467,6 +489,13 @@ pub fn lower_region(
         l.take_incoming(incoming);
         l.incoming = Some(incoming);
         l.lower_insns(blocks[0], native);
+    }
+    if l.exec_called {
+        // The interpreter may have changed the execute TLB or swapped its privilege sets:
+        // every chained jump lets its target check itself.
+        for inst in core::mem::take(&mut l.skip_enables) {
+            l.b.func.replace(inst).iconst(types::I8, 0);
+        }
     }
     l.b.seal_all_blocks();
     drop_unused_loads(l.b.func, &incoming);
@@ -953,6 +982,7 @@ impl Lower<'_> {
         self.b.seal_block(hop);
         self.b.seal_block(back);
         self.b.switch_to_block(hop);
+        self.skip_target_check(exit, rip, e);
         let n = ld(self, f, Frame::OFF_CHAINS);
         let n = self.b.ins().iadd_imm_s(n, 1);
         self.b.ins().store(host_mem(), n, f, Frame::OFF_CHAINS);
@@ -967,6 +997,42 @@ impl Lower<'_> {
         self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
         let code = self.b.ins().iconst(types::I32, ret::DISPATCH as i64);
         self.b.ins().return_(&[code]);
+    }
+
+    /// On the way to a chained jump through chain entry `e`: when the target is on the
+    /// virtual page this function's entry check validated and the entry's check word is this
+    /// function's, set `Frame::entered` so that the target skips its own check (it would
+    /// pass: see `chain::ChainEntry::check`). Enabled by a constant that lowering turns off
+    /// if the function calls the interpreter.
+    fn skip_target_check(&mut self, exit: Exit, rip: Rip, e: Value) {
+        let Some((vpn, own)) = self.own_check else {
+            return;
+        };
+        let dyn_target = match (exit, rip) {
+            (Exit::Either(_, t, f), _) if t >> 12 == vpn && f >> 12 == vpn => None,
+            (Exit::Either(..), _) => return,
+            (_, Rip::Const(t)) if t >> 12 == vpn => None,
+            (_, Rip::Const(_)) => return,
+            (_, Rip::Dyn(v)) => Some(v),
+        };
+        let check = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), e, crate::chain::OFF_CHECK);
+        let mut ok = self.b.ins().icmp_imm_s(IntCC::Equal, check, own as i64);
+        if let Some(v) = dyn_target {
+            let page = self.b.ins().ushr_imm_s(v, 12);
+            let same = self.b.ins().icmp_imm_s(IntCC::Equal, page, vpn as i64);
+            ok = self.b.ins().band(ok, same);
+        }
+        let enable = self.b.ins().iconst(types::I8, 1);
+        let inst = self.b.func.dfg.value_def(enable).unwrap_inst();
+        self.skip_enables.push(inst);
+        let ok = self.b.ins().band(ok, enable);
+        let ok = self.b.ins().uextend(types::I64, ok);
+        self.b
+            .ins()
+            .store(host_mem(), ok, self.frame, Frame::OFF_ENTERED);
     }
 
     /// Count the current instruction as retired (after its last fallible step).
@@ -1067,6 +1133,7 @@ impl Lower<'_> {
             .b
             .ins()
             .call_indirect(self.sigs.exec, f, &[frame, insn]);
+        self.exec_called = true;
         // The handler may have filled any TLB table: no page group is valid after it (SSE
         // slow paths rejoin the main path after this call).
         self.groups_invalidate(true, true);
