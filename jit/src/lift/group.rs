@@ -6,8 +6,8 @@
 //! of its address and its host address in two variables. A later access of the group, `delta`
 //! bytes away, is in the same page exactly when `offset + delta` stays within the page, and
 //! then its host address is the recorded one plus `delta`: one add, one compare, no table
-//! load. Otherwise (another page, or a recorded offset that is not valid) it takes the usual
-//! probe and slow path, out of line.
+//! load. Otherwise (another page, or a recorded offset that is not valid) it calls the slow
+//! path's helper, out of line.
 //!
 //! Why a hit stays a hit: between two accesses of a group nothing on the main path fills or
 //! drops TLB entries (instructions that call the interpreter end every group), and the only

@@ -346,10 +346,12 @@ impl Lower<'_> {
     }
 
     /// The fast paths of an access: for a group member, the in-page check and the access
-    /// through the group's host address, then (out of line) a TLB probe as for any other
-    /// access; otherwise the TLB probe and, on a hit, the access (recording it when it starts
-    /// a group). `hit(l, host)` emits the access at a host address and the jump to the join.
-    /// Returns the slow block (a miss), not yet current.
+    /// through the group's host address (otherwise straight to the helper: when a member
+    /// falls out of its group, the access is rare or its page just missed the TLB, and a
+    /// second inline probe per member costs more in compile time than it saves); for any
+    /// other access, the TLB probe and, on a hit, the access (recording it when it starts a
+    /// group). `hit(l, host)` emits the access at a host address and the jump to the join.
+    /// Returns the slow block, not yet current.
     fn fast_paths(
         &mut self,
         table: Value,
@@ -361,17 +363,13 @@ impl Lower<'_> {
     ) -> cranelift_codegen::ir::Block {
         if let Role::Member(i, delta) = role {
             let ok = self.group_member(i, delta, size);
-            let probe = self.fast_or_cold(ok);
+            let slow = self.fast_or_cold(ok);
             let host = self.group_host(i, delta);
             hit(self, host);
-            self.b.switch_to_block(probe);
+            return slow;
         }
         let (ok, entry) = self.tlb_probe(table, a.lin, size);
         let slow = self.fast_or_cold(ok);
-        if matches!(role, Role::Member(..)) {
-            let cur = self.b.current_block().expect("a current block");
-            self.b.set_cold_block(cur);
-        }
         let host = self.host_addr(entry, a.lin, ram);
         if let Role::First(i) = role {
             self.group_record(i, a.lin, host);
