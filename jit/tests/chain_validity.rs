@@ -5,17 +5,17 @@
 //! interpreter) and rewrite it, after both loops are compiled and chained, and compare the
 //! JIT with the interpreter instruction for instruction.
 
+mod common;
+
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit_sys::SysMachine;
-use lockstep_interp::{Engine, ExitReason, Interpreter};
-use lockstep_jit::{Jit, JitConfig};
+use lockstep_interp::ExitReason;
 
+/// Page tables (`common::paging`: PDPT, PD and the 4 KiB page table for the first 2 MiB
+/// follow); the page table's address.
 const PML4: u64 = 0x1000;
-const PDPT: u64 = 0x2000;
-const PD: u64 = 0x3000;
-/// 4 KiB page table for the first 2 MiB.
-const PT: u64 = 0x4000;
+const PT: u64 = PML4 + 0x3000;
 const CODE: u64 = 0x10_0000;
 /// The called page (linear), first mapped to itself, later to `ALT`.
 const TARGET: u64 = 0x18_0000;
@@ -51,15 +51,7 @@ fn callee(imm: i32) -> Vec<u8> {
 
 fn machine(how: Remap) -> SysMachine {
     let mut m = SysMachine::new(64);
-    m.ram.write_u64(PML4, PDPT | 3).unwrap();
-    m.ram.write_u64(PDPT, PD | 3).unwrap();
-    m.ram.write_u64(PD, PT | 3).unwrap();
-    for i in 1..512u64 {
-        m.ram.write_u64(PD + i * 8, (i << 21) | 0x83).unwrap();
-    }
-    for i in 0..512u64 {
-        m.ram.write_u64(PT + i * 8, (i << 12) | 3).unwrap();
-    }
+    common::paging(&mut m, PML4, &|page| page | 3);
     m.load(TARGET, &callee(1));
     m.load(ALT, &callee(100));
     let new_code = callee(10_000);
@@ -117,30 +109,9 @@ fn machine(how: Remap) -> SysMachine {
 /// Run `how` in both engines in slices of `slice` instructions; both must agree at every
 /// stop, and the JIT must have compiled and chained. Returns the final RAX.
 fn run(how: Remap, slice: u64) -> u64 {
-    let mut a = machine(how);
     let mut b = machine(how);
-    let mut jit = Jit::new(JitConfig {
-        threshold: 2,
-        batch: 1,
-        ..JitConfig::default()
-    });
-    for n in 0.. {
-        assert!(n < 1_000_000, "{how:?}: no HLT");
-        let ea = Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
-        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
-        assert_eq!(ea, eb, "{how:?}: exit of slice {n}");
-        assert_eq!(a.cpu.state, b.cpu.state, "{how:?}: state after slice {n}");
-        assert_eq!(a.cpu.retired, b.cpu.retired, "{how:?}: retired");
-        assert!(
-            a.ram.bytes() == b.ram.bytes(),
-            "{how:?}: RAM after slice {n}"
-        );
-        match ea.reason {
-            ExitReason::Halt => break,
-            ExitReason::Budget | ExitReason::Yield => {}
-            other => panic!("{how:?}: unexpected stop {other:?}"),
-        }
-    }
+    let (jit, stop) = common::run_sys(&mut machine(how), &mut b, slice);
+    assert_eq!(stop, ExitReason::Halt, "{how:?}");
     let s = &jit.stats;
     assert!(
         s.compiled > 0 && s.chained_runs > 0,
@@ -193,17 +164,7 @@ fn same_page_links_follow_the_address_space() {
     const HALT: u64 = 0x11_0000;
     const PML4_B: u64 = 0x5000;
     let space = |m: &mut SysMachine, pml4: u64, code: u64| {
-        let (pdpt, pd, pt) = (pml4 + 0x1000, pml4 + 0x2000, pml4 + 0x3000);
-        m.ram.write_u64(pml4, pdpt | 3).unwrap();
-        m.ram.write_u64(pdpt, pd | 3).unwrap();
-        m.ram.write_u64(pd, pt | 3).unwrap();
-        for i in 1..512u64 {
-            m.ram.write_u64(pd + i * 8, (i << 21) | 0x83).unwrap();
-        }
-        for i in 0..512u64 {
-            let page = if i << 12 == V { code } else { i << 12 };
-            m.ram.write_u64(pt + i * 8, page | 3).unwrap();
-        }
+        common::paging(m, pml4, &|page| if page == V { code | 3 } else { page | 3 });
     };
     // The loop calls a `ret` at V+0x900 for its first half and the callee at V+0x800 for
     // its second: in the second address space, the (by then compiled) caller's first jump
@@ -258,26 +219,9 @@ fn same_page_links_follow_the_address_space() {
         m
     };
     for slice in [1 << 30, 997] {
-        let mut a = build();
         let mut b = build();
-        let mut jit = Jit::new(JitConfig {
-            threshold: 2,
-            batch: 1,
-            ..JitConfig::default()
-        });
-        for n in 0.. {
-            assert!(n < 1_000_000, "no HLT");
-            let ea = Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
-            let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
-            assert_eq!(ea, eb, "exit of slice {n}");
-            assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
-            assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
-            match ea.reason {
-                ExitReason::Halt => break,
-                ExitReason::Budget | ExitReason::Yield => {}
-                other => panic!("unexpected stop {other:?}"),
-            }
-        }
+        let (jit, stop) = common::run_sys(&mut build(), &mut b, slice);
+        assert_eq!(stop, ExitReason::Halt);
         assert!(jit.stats.chained_runs > 0, "{}", jit.stats.summary());
         assert_eq!(b.cpu.state.gpr[reg::RAX], LOOPS as u64 / 2 * 100);
     }

@@ -4,17 +4,17 @@
 //! not trusted after another access's slow path may have evicted its TLB entry (here: an
 //! eviction, then a remapped PTE the interpreter's new walk sees).
 
+mod common;
+
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit_sys::SysMachine;
-use lockstep_interp::{Engine, ExitReason, Fault, Interpreter};
-use lockstep_jit::{Jit, JitConfig};
+use lockstep_interp::{ExitReason, Fault};
 
+/// Page tables (`common::paging`: PDPT, PD and the 4 KiB page table for the first 2 MiB
+/// follow); the page table's address.
 const PML4: u64 = 0x1000;
-const PDPT: u64 = 0x2000;
-const PD: u64 = 0x3000;
-/// 4 KiB page table for the first 2 MiB (2 MiB pages above).
-const PT: u64 = 0x4000;
+const PT: u64 = PML4 + 0x3000;
 const CODE: u64 = 0x10_0000;
 const STACK: u64 = 0x30_0000;
 /// A data page whose neighbours below and above are not mapped.
@@ -33,21 +33,14 @@ fn assemble(f: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>) -> Vec<
 
 fn machine(code: &[u8], setup: &dyn Fn(&mut SysMachine)) -> SysMachine {
     let mut m = SysMachine::new(64);
-    m.ram.write_u64(PML4, PDPT | 3).unwrap();
-    m.ram.write_u64(PDPT, PD | 3).unwrap();
-    m.ram.write_u64(PD, PT | 3).unwrap();
-    for i in 1..512u64 {
-        m.ram.write_u64(PD + i * 8, (i << 21) | 0x83).unwrap();
-    }
-    for i in 0..512u64 {
-        let page = i << 12;
-        let pte = if page == D - 0x1000 || page == D + 0x1000 {
+    // D's neighbours are not mapped.
+    common::paging(&mut m, PML4, &|page| {
+        if page == D - 0x1000 || page == D + 0x1000 {
             0
         } else {
             page | 3
-        };
-        m.ram.write_u64(PT + i * 8, pte).unwrap();
-    }
+        }
+    });
     m.load(CODE, code);
     m.start_long(PML4, CODE);
     m.cpu.state.gpr[reg::RSP] = STACK;
@@ -59,30 +52,10 @@ fn machine(code: &[u8], setup: &dyn Fn(&mut SysMachine)) -> SysMachine {
 /// all of RAM after each; returns the first exit that is not a budget or yield exit, and
 /// checks that the JIT compiled something.
 fn run(code: &[u8], setup: &dyn Fn(&mut SysMachine), slice: u64) -> ExitReason {
-    let mut a = machine(code, setup);
-    let mut b = machine(code, setup);
-    let mut jit = Jit::new(JitConfig {
-        threshold: 2,
-        batch: 1,
-        ..JitConfig::default()
-    });
-    for n in 0.. {
-        assert!(n < 100_000, "no stop");
-        let ea = Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
-        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
-        assert_eq!(ea, eb, "exit of slice {n}");
-        assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
-        assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
-        assert!(a.ram.bytes() == b.ram.bytes(), "RAM after slice {n}");
-        match ea.reason {
-            ExitReason::Budget | ExitReason::Yield => {}
-            other => {
-                assert!(jit.stats.compiled > 0, "{}", jit.stats.summary());
-                return other;
-            }
-        }
-    }
-    unreachable!()
+    let (a, b) = (&mut machine(code, setup), &mut machine(code, setup));
+    let (jit, stop) = common::run_sys(a, b, slice);
+    assert!(jit.stats.compiled > 0, "{}", jit.stats.summary());
+    stop
 }
 
 fn page_fault_at(e: ExitReason) -> u64 {

@@ -83,3 +83,52 @@ pub fn code(name: &str) -> iced_x86::Code {
     });
     *m.get(name).unwrap_or_else(|| panic!("no iced Code {name}"))
 }
+
+/// Run the same system machine on the interpreter (`a`) and the JIT (`b`, with `jit`, which
+/// compiles on a block's second run) in slices of `slice` instructions, comparing exits, state,
+/// retired counts and all of RAM after each slice; returns the JIT and the first exit that
+/// is neither a budget nor a yield exit.
+pub fn run_sys(
+    a: &mut lockstep_interp::testkit_sys::SysMachine,
+    b: &mut lockstep_interp::testkit_sys::SysMachine,
+    slice: u64,
+) -> (Jit, lockstep_interp::ExitReason) {
+    use lockstep_interp::ExitReason;
+    let mut jit = Jit::new(JitConfig {
+        threshold: 2,
+        batch: 1,
+        ..JitConfig::default()
+    });
+    for n in 0..1_000_000 {
+        let ea = lockstep_interp::Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
+        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
+        assert_eq!(ea, eb, "exit of slice {n}");
+        assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
+        assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
+        assert!(a.ram.bytes() == b.ram.bytes(), "RAM after slice {n}");
+        if !matches!(ea.reason, ExitReason::Budget | ExitReason::Yield) {
+            return (jit, ea.reason);
+        }
+    }
+    panic!("no stop in a million slices");
+}
+
+/// Four-level page tables at `pml4` (PDPT, PD and a 4 KiB page table in the three pages
+/// after it): the first 2 MiB through the page table, whose entry for each page `p` is
+/// `pte(p)`, the rest of the first GiB identity-mapped with 2 MiB pages.
+pub fn paging(
+    m: &mut lockstep_interp::testkit_sys::SysMachine,
+    pml4: u64,
+    pte: &dyn Fn(u64) -> u64,
+) {
+    let (pdpt, pd, pt) = (pml4 + 0x1000, pml4 + 0x2000, pml4 + 0x3000);
+    m.ram.write_u64(pml4, pdpt | 3).unwrap();
+    m.ram.write_u64(pdpt, pd | 3).unwrap();
+    m.ram.write_u64(pd, pt | 3).unwrap();
+    for i in 1..512u64 {
+        m.ram.write_u64(pd + i * 8, (i << 21) | 0x83).unwrap();
+    }
+    for i in 0..512u64 {
+        m.ram.write_u64(pt + i * 8, pte(i << 12)).unwrap();
+    }
+}
