@@ -14,11 +14,13 @@
 //! still map the RIP's page to the physical page the block was decoded from (so the
 //! dispatcher would translate RIP the same way, with the same permissions), and the block's
 //! code pages must still have the code words they had at decode (no write hit them since).
-//! On failure it returns to the dispatcher before doing anything. These checks are local to the target:
-//! unrelated TLB fills, privilege swaps and code writes leave the link usable (a kernel fills
-//! and flushes its execute TLB all the time), and they sit once in each function rather than
-//! at each of its exits. Only 64-bit blocks are compiled, and compiled code never changes
+//! On failure it returns to the dispatcher before doing anything. These checks are local to
+//! the target: unrelated TLB fills, privilege swaps and code writes leave the link usable (a
+//! kernel fills and flushes its execute TLB all the time), and they sit once in each function
+//! rather than at each of its exits. Only 64-bit blocks are compiled, and compiled code never changes
 //! mode, so RIP is the linear address. The table is cleared whenever the module is freed.
+
+use lockstep_interp::decode::Block;
 
 /// One chain-table entry (`#[repr(C)]`: compiled code reads it by offset).
 #[repr(C)]
@@ -31,7 +33,7 @@ pub struct ChainEntry {
     /// Instructions in the block.
     pub len: u64,
     /// What the function's entry check verifies, for a block in one page: its physical page
-    /// number and that page's code word, `page << 32 | word` ([`check_word`]); `u64::MAX`
+    /// number and that page's code word, `page << 32 | word` ([`block_check`]); `u64::MAX`
     /// otherwise (never a check word). A chain exit to a block on the virtual page its own
     /// function's entry check validated, whose function has made no interpreter call (the
     /// only code that can change the execute TLB or swap its privilege sets), compares this
@@ -48,9 +50,15 @@ pub const EMPTY: ChainEntry = ChainEntry {
     check: u64::MAX,
 };
 
-/// The check word of a block in physical page `page` whose code word is `word`.
-pub fn check_word(page: u64, word: u32) -> u64 {
-    page << 32 | word as u64
+/// The check word of `block` ([`ChainEntry::check`]): for a block in one page (its key's),
+/// the physical page number and that page's code word at decode, `page << 32 | word`;
+/// `u64::MAX` otherwise (a valid code word is never 0, so no block in one page has it).
+pub fn block_check(block: &Block) -> u64 {
+    let mut words = block.code_words();
+    match (words.next(), words.next()) {
+        (Some((page, w)), None) if page == block.key().phys >> 12 => page << 32 | w as u64,
+        _ => u64::MAX,
+    }
 }
 
 /// Entries in the table (a power of two).

@@ -224,35 +224,32 @@ const MAX_PAGE_COMPILES: u32 = 256;
 /// One cache line: what the dispatcher reads on every lookup (the compiled function's extras
 /// are in `Jit::extras`, at the same index). A compiled block runs without the dispatcher
 /// touching its `Block` (another cache line, often a miss in a boot's large working set):
-/// `word0` and `len` answer validity and the budget check.
+/// `check` and `len` answer validity and the budget check.
 #[repr(align(64))]
 struct Entry {
     key: BlockKey,
     block: Arc<Block>,
-    /// The code word ([`GuestRam::code_word`]) the block's page must have for the block to be
-    /// valid when the block lies in one page (its key's); 0 otherwise (never a valid word):
-    /// ask [`Block::valid`].
-    word0: u32,
+    /// [`crate::chain::block_check`]: for a block in one page (its key's), the page number and
+    /// the code word ([`GuestRam::code_word`]) the page must have for the block to be valid —
+    /// also what a chain entry for it carries; `u64::MAX` otherwise: ask [`Block::valid`].
+    check: u64,
     count: u32,
     /// Instructions in the block.
     len: u32,
     tier: Tier,
 }
 
+// One cache line.
+const _: () = assert!(core::mem::size_of::<Entry>() == 64);
+
 impl Entry {
     fn new(key: BlockKey, block: Arc<Block>) -> Entry {
-        let word0 = {
-            let mut words = block.code_words();
-            match (words.next(), words.next()) {
-                (Some((page, w)), None) if page == key.phys >> 12 => w,
-                _ => 0,
-            }
-        };
+        debug_assert_eq!(key, block.key());
         Entry {
             key,
             len: block.insns.len() as u32,
+            check: crate::chain::block_check(&block),
             block,
-            word0,
             count: 0,
             tier: Tier::Cold,
         }
@@ -261,8 +258,8 @@ impl Entry {
     /// [`Block::valid`], from the entry's own line when the block lies in one page.
     #[inline]
     fn valid(&self, ram: &GuestRam) -> bool {
-        if self.word0 != 0 {
-            ram.code_word(self.key.phys >> 12) == self.word0
+        if self.check != u64::MAX {
+            ram.code_word(self.check >> 32) == self.check as u32
         } else {
             self.block.valid(ram)
         }
@@ -533,16 +530,11 @@ impl Jit {
                 let len = e.len as u64;
                 // Other blocks may jump to it (the function checks on such an entry that it
                 // is still the right code for `rip`: see `crate::chain`).
-                let check = if e.word0 != 0 {
-                    crate::chain::check_word(e.key.phys >> 12, e.word0)
-                } else {
-                    u64::MAX
-                };
                 self.chain.set(ChainEntry {
                     rip,
                     func: f as u64,
                     len,
-                    check,
+                    check: e.check,
                 });
                 if self.single_block || !self.config.chain {
                     frame.chain_end = 0;

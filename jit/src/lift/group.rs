@@ -207,10 +207,11 @@ impl Lower<'_> {
     /// On a slow path that may have filled the read table (`read`) and/or the write table:
     /// mark the groups of those tables not valid.
     pub(super) fn groups_invalidate(&mut self, read: bool, write: bool) {
-        let bad = self.iconst(INVALID as u64);
+        let mut bad = None;
         for g in self.groups.clone() {
             if (g.write && write) || (!g.write && read) {
-                self.b.def_var(g.off, bad);
+                let v = *bad.get_or_insert_with(|| self.iconst(INVALID as u64));
+                self.b.def_var(g.off, v);
             }
         }
     }

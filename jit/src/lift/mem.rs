@@ -301,7 +301,7 @@ impl Lower<'_> {
         self.b.append_block_param(join, types::I64);
         // Non-zero when the slow path asked for a yield (see `Lower::slow_yield`).
         self.b.append_block_param(join, types::I64);
-        let slow = self.fast_paths(tr, ram, &a, size, role, |l, host| {
+        let slow = self.fast_paths(tr, ram, a.lin, size, role, |l, host| {
             let v = match size {
                 1 => l.b.ins().uload8(types::I64, guest_mem(), host, 0),
                 2 => l.b.ins().uload16(types::I64, guest_mem(), host, 0),
@@ -356,7 +356,7 @@ impl Lower<'_> {
         &mut self,
         table: Value,
         ram: Value,
-        a: &Addr,
+        lin: Value,
         size: u8,
         role: Role,
         hit: impl Fn(&mut Self, Value),
@@ -368,11 +368,11 @@ impl Lower<'_> {
             hit(self, host);
             return slow;
         }
-        let (ok, entry) = self.tlb_probe(table, a.lin, size);
+        let (ok, entry) = self.tlb_probe(table, lin, size);
         let slow = self.fast_or_cold(ok);
-        let host = self.host_addr(entry, a.lin, ram);
+        let host = self.host_addr(entry, lin, ram);
         if let Role::First(i) = role {
-            self.group_record(i, a.lin, host);
+            self.group_record(i, lin, host);
         }
         hit(self, host);
         slow
@@ -435,7 +435,7 @@ impl Lower<'_> {
         }
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
-        let slow = self.fast_paths(tw, ram, &a, size, role, |l, host| {
+        let slow = self.fast_paths(tw, ram, a.lin, size, role, |l, host| {
             match size {
                 1 => l.b.ins().istore8(guest_mem(), v, host, 0),
                 2 => l.b.ins().istore16(guest_mem(), v, host, 0),

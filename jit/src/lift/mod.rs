@@ -334,17 +334,11 @@ fn entry_check(
     FLAG_RECORD.map(|off| ld(b, frame, off))
 }
 
-/// The entry block's virtual page and its check word (`chain::ChainEntry::check`), when the
-/// block lies in one page.
+/// The entry block's virtual page and its check word (`chain::block_check`), when the block
+/// lies in one page.
 fn own_check(entry: &Block) -> Option<(u64, u64)> {
-    let key = entry.key();
-    let mut words = entry.code_words();
-    match (words.next(), words.next()) {
-        (Some((page, w)), None) if page == key.phys >> 12 => {
-            Some((key.rip >> 12, crate::chain::check_word(page, w)))
-        }
-        _ => None,
-    }
+    let check = crate::chain::block_check(entry);
+    (check != u64::MAX).then(|| (entry.key().rip >> 12, check))
 }
 
 /// Lift a region into the function under construction in `b` (its signature must be
