@@ -194,6 +194,63 @@ impl<'a> Ctx<'a> {
         self.read_n::<S>(lin)
     }
 
+    /// Read `size` bytes (at most 8) at a linear address like [`Ctx::read`] (with `rmw`, like
+    /// [`Ctx::read_rmw`]) when every byte is RAM. `Ok(None)` when some byte is not: nothing
+    /// was read and no device touched; the pages before it were translated (faults, TLB fills
+    /// and accessed bits exactly as the read itself would make them), so running the read
+    /// afterwards gives the same result as running it alone. The JIT's load slow path uses it
+    /// to leave device reads to the interpreter.
+    pub fn read_ram(&mut self, lin: u64, size: u8, rmw: bool) -> Result<Option<u64>, Fault> {
+        let size = size.clamp(1, 8) as usize;
+        if rmw {
+            self.probe_write(lin, size as u64)?;
+        }
+        let mut buf = [0u8; 8];
+        let mut done = 0usize;
+        while done < size {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(size - done);
+            let p = self.translate(a, Access::Read)?;
+            if !self.ram.contains(p, chunk as u64) {
+                return Ok(None);
+            }
+            buf[done..done + chunk].copy_from_slice(&self.ram.bytes()[p as usize..][..chunk]);
+            done += chunk;
+        }
+        Ok(Some(u64::from_le_bytes(buf)))
+    }
+
+    /// Write `size` bytes (at most 8) at a linear address like [`Ctx::write`] when every byte
+    /// is RAM in pages holding no decoded code. `Ok(false)` when not: nothing was written and
+    /// no device touched; every page was translated first (faults, TLB fills, accessed and
+    /// dirty bits exactly as the write itself makes them), so running the write afterwards
+    /// gives the same result as running it alone. The JIT's store slow path uses it to leave
+    /// device writes and stores into code to the interpreter.
+    pub fn write_ram(&mut self, lin: u64, size: u8, val: u64) -> Result<bool, Fault> {
+        let size = size.clamp(1, 8) as usize;
+        let data = val.to_le_bytes();
+        // At most two pages: (physical address, offset in `data`, length).
+        let mut pieces = [(0u64, 0usize, 0usize); 2];
+        let mut n = 0;
+        let mut done = 0usize;
+        while done < size {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(size - done);
+            pieces[n] = (self.translate(a, Access::Write)?, done, chunk);
+            n += 1;
+            done += chunk;
+        }
+        for &(p, _, len) in &pieces[..n] {
+            if !self.ram.contains(p, len as u64) || self.ram.is_code_page(p >> 12) {
+                return Ok(false);
+            }
+        }
+        for &(p, off, len) in &pieces[..n] {
+            self.store_phys(p, &data[off..off + len]);
+        }
+        Ok(true)
+    }
+
     /// Read a byte range at a linear address (any length, any alignment).
     pub fn read_bytes(&mut self, lin: u64, out: &mut [u8]) -> Result<(), Fault> {
         self.read_slow(lin, out, Access::Read)

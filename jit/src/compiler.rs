@@ -86,6 +86,12 @@ fn make_isa(opt_level: &str) -> OwnedTargetIsa {
         "false"
     };
     set(&mut flags, "enable_verifier", verify);
+    if let Ok(extra) = std::env::var("LOCKSTEP_JIT_FLAGS") {
+        for kv in extra.split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
+            set(&mut flags, k, v);
+        }
+    }
     if let Ok(ra) = std::env::var("LOCKSTEP_JIT_RA") {
         set(&mut flags, "regalloc_algorithm", &ra);
     }
@@ -341,7 +347,17 @@ impl Compiler {
                 .append(true)
                 .open(path)
             {
-                let _ = writeln!(f, "{}", self.ctx.func.display());
+                let rip = blocks.first().map_or(0, |b| b.key().rip);
+                let mut text = format!("; {name} rip={rip:#x}\n");
+                let mut fmt = iced_x86::IntelFormatter::new();
+                for b in blocks {
+                    for d in &b.insns {
+                        let mut s = String::new();
+                        iced_x86::Formatter::format(&mut fmt, &d.ins, &mut s);
+                        text.push_str(&format!(";   {:016x}  {s}\n", d.ins.ip()));
+                    }
+                }
+                let _ = writeln!(f, "{text}{}", self.ctx.func.display());
             }
         }
         let module = self.module.as_mut().expect("module present");
@@ -385,7 +401,12 @@ impl Compiler {
                     .append(true)
                     .open(path),
             ) {
-                let _ = writeln!(f, "; {} guest blocks\n{text}", blocks.len());
+                let rip = blocks.first().map_or(0, |b| b.key().rip);
+                let _ = writeln!(
+                    f,
+                    "; {name} rip={rip:#x}: {} guest blocks\n{text}",
+                    blocks.len()
+                );
             }
         }
         let code_bytes = self

@@ -109,6 +109,9 @@ pub struct JitStats {
     pub cache_entries: u64,
     /// Whole-cache flushes (size limit).
     pub flushes: u64,
+    /// Compiled blocks left before a load or store that would have reached a device (MMIO)
+    /// or, for a store, decoded code; the interpreter then ran it (see `helpers::load`).
+    pub accesses_deferred: u64,
     /// Blocks left to the interpreter for good because they are not 64-bit code.
     pub interp_only_blocks: u64,
     /// Blocks left to the interpreter because their page was compiled too often (code
@@ -178,7 +181,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={}",
+            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.region_blocks,
             self.region_edges,
@@ -192,7 +195,8 @@ impl JitStats {
             self.flushes,
             self.compile_errors,
             self.lookups,
-            self.interp_runs
+            self.interp_runs,
+            self.accesses_deferred
         )
     }
 }
@@ -572,14 +576,11 @@ impl Jit {
                 if self.config.test_corrupt_rax {
                     ctx.cpu.state.gpr[0] ^= 1;
                 }
-                let stop = if code == ret::STOP {
+                let stop = if code == ret::STOP && frame.mem_fault == crate::helpers::MEM_DEFER {
+                    self.stats.accesses_deferred += 1;
+                    interp_deferred(ctx)
+                } else if code == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
-                } else if frame.yield_req != 0 {
-                    // The block's last instruction did MMIO through a memory helper: it left
-                    // the block right after it with RIP and `retired` exact. (A request left
-                    // by a REP string stopped part-way stays pending, as in the interpreter.)
-                    ctx.cpu.yield_requested = false;
-                    Some(ExitReason::Yield)
                 } else {
                     None
                 };
@@ -811,5 +812,22 @@ impl Drop for Jit {
             self.stats.cache_entries = self.entries.len() as u64;
             eprintln!("{}", self.stats.summary());
         }
+    }
+}
+
+/// A compiled block left before an access to a device (or a store into decoded code; see
+/// `helpers::load`) with RIP at that instruction: interpret from there to the end of its
+/// block, in the same dispatch — the interpreter does the access, then yields or leaves as it
+/// would have alone. (The budget covers the instruction: the compiled block it is in was
+/// entered only with its whole length covered.) In the same dispatch so that `Verify`, which
+/// compares after each dispatch, never sees the translation the access made before it was
+/// left (a dirty bit, say) without the access.
+fn interp_deferred(ctx: &mut Ctx) -> Option<ExitReason> {
+    match ctx.block_at_rip() {
+        Ok(i) => {
+            let block = ctx.cpu.blocks.block(i).clone();
+            interp_block(ctx, &block, 0)
+        }
+        Err(f) => Some(ExitReason::Exception(f)),
     }
 }

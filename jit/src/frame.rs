@@ -33,12 +33,10 @@ pub struct Frame {
     /// `cpu.budget_end`: compiled code compares it after instructions that may retire more
     /// than one (REP strings).
     pub budget_end: u64,
-    /// Set by the load helper: 1 when the access faulted (the fault is in `exit`).
+    /// Set by the load helper: 0 when the value was read, `helpers::MEM_FAULT` when the
+    /// access faulted (the fault is in `exit`), `helpers::MEM_DEFER` when it would have read a
+    /// device (left to the interpreter). Compiled code leaves before the instruction unless 0.
     pub mem_fault: u64,
-    /// Set to 1 by the memory helpers when the access set `Cpu::yield_requested` (MMIO):
-    /// compiled code leaves the block right after the instruction. Set through
-    /// [`Frame::request_yield`], which also closes `chain_end`.
-    pub yield_req: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
     /// words (`GuestRam::code_table`), 1 while the function the dispatcher called has not
@@ -76,7 +74,6 @@ impl Frame {
     pub const OFF_RAM_BASE: i32 = offset_of!(Frame, ram_base) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
     pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
-    pub const OFF_YIELD_REQ: i32 = offset_of!(Frame, yield_req) as i32;
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
     pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
     pub const OFF_ENTERED: i32 = offset_of!(Frame, entered) as i32;
@@ -102,7 +99,6 @@ impl Frame {
             ram_base: core::ptr::null_mut(),
             budget_end: 0,
             mem_fault: 0,
-            yield_req: 0,
             tlb_exec: core::ptr::null(),
             code_table: core::ptr::null(),
             entered: 1,
@@ -119,17 +115,6 @@ impl Frame {
         };
         f.refresh(ctx);
         f
-    }
-
-    /// Record whether the access a memory helper just made asked for a yield. A request also
-    /// sets `chain_end` to 0, so that no exit chains on (chain exits check only the budget:
-    /// a pending request always fails it).
-    #[inline]
-    pub fn request_yield(&mut self, requested: bool) {
-        self.yield_req = requested as u64;
-        if requested {
-            self.chain_end = 0;
-        }
     }
 
     /// Re-derive every pointer from `ctx` (before a compiled block runs).

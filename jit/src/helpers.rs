@@ -31,8 +31,13 @@ pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) 
     }
 }
 
-/// Load `info & 0xff` bytes at linear `lin` (the slow path of an inline load). On a fault
-/// sets `frame.mem_fault = 1` and the exit reason; the value is then meaningless.
+/// Load `info & 0xff` bytes at linear `lin` (the slow path of an inline load) when they are
+/// all RAM. Otherwise the instruction is left to the interpreter: a fault sets
+/// `frame.mem_fault` to [`MEM_FAULT`] and the exit reason; an access that would reach a device
+/// (MMIO) reads nothing and sets it to [`MEM_DEFER`] — the block leaves before the instruction
+/// like for a fault, and the dispatcher interprets from there (the interpreter then does the
+/// device read and the yield after it). So compiled code never waits on a device read and
+/// needs no yield test after a load. The value is meaningless unless `mem_fault` is 0.
 ///
 /// # Safety
 /// `frame` is the live frame of the current run.
@@ -41,31 +46,40 @@ pub unsafe extern "C" fn load(frame: *mut Frame, lin: u64, info: u64) -> u64 {
     let f = unsafe { &mut *frame };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     ctx.ss_operand = info & INFO_SS != 0;
-    let r = if info & INFO_RMW != 0 {
-        ctx.read_rmw(lin, info as u8)
-    } else {
-        ctx.read(lin, info as u8)
-    };
+    let r = ctx.read_ram(lin, info as u8, info & INFO_RMW != 0);
     f.sync_tlb(ctx);
     match r {
-        Ok(v) => {
+        Ok(Some(v)) => {
             f.mem_fault = 0;
-            // MMIO: the instruction must be the last one before a `Yield` exit.
-            f.request_yield(ctx.cpu.yield_requested);
             v
         }
+        Ok(None) => {
+            f.mem_fault = MEM_DEFER;
+            f.exit = None;
+            0
+        }
         Err(e) => {
-            f.mem_fault = 1;
+            f.mem_fault = MEM_FAULT;
             f.exit = Some(ExitReason::Exception(e));
             0
         }
     }
 }
 
-/// Store the low `info & 0xff` bytes of `val` at linear `lin`. Returns 0, or [`ret::STOP`] on a
-/// fault (exit reason set), or [`ret::DISPATCH`] when the store hit decoded code or a device
-/// (MMIO sets `Cpu::yield_requested`): the block must end after this instruction, and the
-/// dispatcher turns a pending yield request into `ExitReason::Yield`.
+/// `Frame::mem_fault` after an access that faulted (the reason is in `Frame::exit`).
+pub const MEM_FAULT: u64 = 1;
+/// `Frame::mem_fault` after an access that would have reached a device (or, for a store,
+/// decoded code): not done; the dispatcher interprets from the instruction.
+pub const MEM_DEFER: u64 = 2;
+
+/// Store the low `info & 0xff` bytes of `val` at linear `lin` (the slow path of an inline
+/// store) when they all go to RAM in pages holding no decoded code. Returns 0, or
+/// [`ret::STOP`] with `frame.mem_fault` set as by [`load`]: [`MEM_FAULT`] on a fault (exit
+/// reason set), [`MEM_DEFER`] for a store that would reach a device or decoded code — not
+/// done; the block leaves before the instruction and the dispatcher interprets from there
+/// (the interpreter does the store, then yields after a device access or leaves the block
+/// after a store into code). So compiled code never continues after either and tests no
+/// status after a store.
 ///
 /// # Safety
 /// `frame` is the live frame of the current run.
@@ -74,19 +88,20 @@ pub unsafe extern "C" fn store(frame: *mut Frame, lin: u64, info: u64, val: u64)
     let f = unsafe { &mut *frame };
     let ctx = unsafe { &mut *f.ctx.cast::<Ctx<'_>>() };
     ctx.ss_operand = info & INFO_SS != 0;
-    let r = ctx.write(lin, info as u8, val);
+    let r = ctx.write_ram(lin, info as u8, val);
     f.sync_tlb(ctx);
     match r {
-        Ok(()) => {
-            if ctx.cpu.smc | ctx.cpu.yield_requested {
-                ctx.cpu.smc = false;
-                f.request_yield(ctx.cpu.yield_requested);
-                ret::DISPATCH
-            } else {
-                0
-            }
+        Ok(true) => {
+            f.mem_fault = 0;
+            0
+        }
+        Ok(false) => {
+            f.mem_fault = MEM_DEFER;
+            f.exit = None;
+            ret::STOP
         }
         Err(e) => {
+            f.mem_fault = MEM_FAULT;
             f.exit = Some(ExitReason::Exception(e));
             ret::STOP
         }

@@ -181,18 +181,12 @@ fn bit_test(l: &mut Lower, ins: &Instruction, size: u8, w: i64) {
         Mnemonic::Btc => Some(l.b.ins().bxor(a, sel)),
         _ => None,
     };
-    let st = match (new, addr) {
-        (Some(v), Some(addr)) => Some(l.store(addr, size, v)),
-        (Some(v), None) => {
-            l.write_reg(ins.op0_register(), v);
-            None
-        }
-        _ => None,
-    };
+    match (new, addr) {
+        (Some(v), Some(addr)) => l.store(addr, size, v),
+        (Some(v), None) => l.write_reg(ins.op0_register(), v),
+        _ => {}
+    }
     // (Only CF: `res` is unused.)
     l.set_flags_masked(FlagOp::Bits, a, cf, a, size, CF, None);
     l.retire();
-    if let Some(st) = st {
-        l.smc_exit_if(st);
-    }
 }

@@ -376,7 +376,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             } else {
                 let v = read_src(l, ins, 1, size);
                 let a = l.mem_addr(ins);
-                l.store_last(a, size, v);
+                l.store(a, size, v);
                 l.retire();
             }
         }
@@ -423,13 +423,12 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                 l.load(addr, size)
             };
             let (r, cin) = alu_value(l, ins.mnemonic(), op, a, b, size);
-            let st = writes.then(|| l.store(addr, size, r));
+            if writes {
+                l.store(addr, size, r);
+            }
             // Flags change only once the store has succeeded.
             l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
             l.retire();
-            if let Some(st) = st {
-                l.smc_exit_if(st);
-            }
         }
         Kind::Unary(m) => {
             let size = op_size(ins, 0);
@@ -460,20 +459,14 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                     (l.zext(r, size), None)
                 }
             };
-            let st = match addr {
-                Some(addr) => Some(l.store(addr, size, r)),
-                None => {
-                    l.write_reg(ins.op0_register(), r);
-                    None
-                }
-            };
+            match addr {
+                Some(addr) => l.store(addr, size, r),
+                None => l.write_reg(ins.op0_register(), r),
+            }
             if let Some((op, x, y)) = rec {
                 l.set_flags(op, x, y, r, size);
             }
             l.retire();
-            if let Some(st) = st {
-                l.smc_exit_if(st);
-            }
         }
         Kind::ShiftImm => {
             let size = op_size(ins, 0);
@@ -565,9 +558,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let v = l.b.ins().uextend(types::I64, c);
             if ins.op0_kind() == OpKind::Memory {
                 let addr = l.mem_addr(ins);
-                let st = l.store(addr, 1, v);
+                l.store(addr, 1, v);
                 l.retire();
-                l.smc_exit_if(st);
             } else {
                 l.write_reg(ins.op0_register(), v);
                 l.retire();
@@ -639,11 +631,10 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let rsp = l.gpr(reg::RSP);
             let ver = l.gpr_version(reg::RSP);
             let a = l.stack_addr(rsp, -8);
-            let st = l.store(a, 8, v);
+            l.store(a, 8, v);
             l.set_gpr(reg::RSP, a.lin);
             l.derive(reg::RSP, ver, -8);
             l.retire();
-            l.smc_exit_if(st);
         }
         Kind::Pop => {
             let rsp = l.gpr(reg::RSP);
@@ -665,14 +656,10 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let rsp = l.gpr(reg::RSP);
             let a = l.stack_addr(rsp, -8);
             let ret_addr = l.iconst(ins.next_ip());
-            let st = l.store(a, 8, ret_addr);
+            l.store(a, 8, ret_addr);
             l.set_gpr(reg::RSP, a.lin);
             l.retire();
-            // A store into code: back to the dispatcher (never a jump inside the region, whose
-            // code may just have changed).
-            let target = ins.near_branch_target();
-            l.smc_exit_to_if(st, target);
-            l.end_block(Rip::Const(target));
+            l.end_block(Rip::Const(ins.near_branch_target()));
             return Outcome::Ended;
         }
         Kind::Ret => {
@@ -704,8 +691,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                 let rsp = l.gpr(reg::RSP);
                 let a = l.stack_addr(rsp, -8);
                 let ret_addr = l.iconst(ins.next_ip());
-                // A store into code ends the block anyway: the exit below is the same.
-                let _ = l.store(a, 8, ret_addr);
+                l.store(a, 8, ret_addr);
                 l.set_gpr(reg::RSP, a.lin);
             }
             l.retire();

@@ -299,8 +299,6 @@ impl Lower<'_> {
         };
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I64);
-        // Non-zero when the slow path asked for a yield (see `Lower::slow_yield`).
-        self.b.append_block_param(join, types::I64);
         let slow = self.fast_paths(tr, ram, a.lin, size, role, |l, host| {
             let v = match size {
                 1 => l.b.ins().uload8(types::I64, guest_mem(), host, 0),
@@ -308,12 +306,13 @@ impl Lower<'_> {
                 4 => l.b.ins().uload32(guest_mem(), host, 0),
                 _ => l.b.ins().load(types::I64, guest_mem(), host, 0),
             };
-            let no = l.iconst(0);
-            l.b.ins().jump(join, &[v.into(), no.into()]);
+            l.b.ins().jump(join, &[v.into()]);
         });
 
+        // The helper reads RAM only: a fault, or an access that would reach a device, leaves
+        // before the instruction (see `helpers::load`), so nothing here waits on a device and
+        // `cpu.retired` in memory need not be exact.
         self.b.switch_to_block(slow);
-        self.sync_retired_for_device();
         let info = size as u64 | if a.ss { INFO_SS } else { 0 } | if rmw { INFO_RMW } else { 0 };
         let info = self.iconst(info);
         let f = self.iconst(self.sigs.addrs.load);
@@ -328,21 +327,12 @@ impl Lower<'_> {
             .ins()
             .load(types::I64, host_mem(), frame, Frame::OFF_MEM_FAULT);
         self.fault_exit_if(fault);
-        let y = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), frame, Frame::OFF_YIELD_REQ);
         self.slow_path_done(role, true, rmw);
-        self.b.ins().jump(join, &[v.into(), y.into()]);
+        self.b.ins().jump(join, &[v.into()]);
 
         self.b.seal_block(join);
         self.b.switch_to_block(join);
-        let (v, y) = (self.b.block_params(join)[0], self.b.block_params(join)[1]);
-        self.slow_yield = Some(match self.slow_yield {
-            Some(prev) => self.b.ins().bor(prev, y),
-            None => y,
-        });
-        v
+        self.b.block_params(join)[0]
     }
 
     /// The fast paths of an access: for a group member, the in-page check and the access
@@ -411,28 +401,13 @@ impl Lower<'_> {
         self.b.ins().load(ty, host_mem(), frame, Frame::OFF_RET)
     }
 
-    /// Store the low `size` bytes of `v` at `a`. A fault leaves the block with RIP at the
-    /// current instruction. Returns the self-modifying-code status (non-zero: the store hit
-    /// decoded code; end the block after the instruction with [`Lower::smc_exit_if`]).
-    pub fn store(&mut self, a: Addr, size: u8, v: Value) -> Value {
-        self.store_x(a, size, v, false)
-            .expect("a store that is not the last effect returns its status")
-    }
-
-    /// A store that is the instruction's last effect (MOV to memory; call [`Lower::retire`]
-    /// after it, and no `smc_exit_if`): the slow path itself ends the block when the store
-    /// hit decoded code or asked for a yield, so the main path tests nothing.
-    pub fn store_last(&mut self, a: Addr, size: u8, v: Value) {
-        self.store_x(a, size, v, true);
-    }
-
-    fn store_x(&mut self, a: Addr, size: u8, v: Value, last: bool) -> Option<Value> {
+    /// Store the low `size` bytes of `v` at `a`. A fault, or a store the helper leaves to the
+    /// interpreter (to a device or into decoded code, see `helpers::store`), leaves the block
+    /// with RIP at the current instruction; nothing is left to test after it.
+    pub fn store(&mut self, a: Addr, size: u8, v: Value) {
         let (_, tw, ram) = self.mem_base();
         let role = self.group_role(a.key, true);
         let join = self.b.create_block();
-        if !last {
-            self.b.append_block_param(join, types::I32);
-        }
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
         let slow = self.fast_paths(tw, ram, a.lin, size, role, |l, host| {
@@ -442,16 +417,10 @@ impl Lower<'_> {
                 4 => l.b.ins().istore32(guest_mem(), v, host, 0),
                 _ => l.b.ins().store(guest_mem(), v, host, 0),
             };
-            if last {
-                l.b.ins().jump(join, &[]);
-            } else {
-                let zero = l.b.ins().iconst(types::I32, 0);
-                l.b.ins().jump(join, &[zero.into()]);
-            }
+            l.b.ins().jump(join, &[]);
         });
 
         self.b.switch_to_block(slow);
-        self.sync_retired_for_device();
         let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
         let f = self.iconst(self.sigs.addrs.store);
         let frame = self.frame;
@@ -466,18 +435,9 @@ impl Lower<'_> {
             .icmp_imm_s(IntCC::Equal, status, crate::frame::ret::STOP as i64);
         self.fault_exit_if(fault);
         self.slow_path_done(role, false, false);
-        if last {
-            // As after the instruction: retired, nothing else left to do.
-            self.k += 1;
-            self.smc_exit_if(status);
-            self.k -= 1;
-            self.b.ins().jump(join, &[]);
-        } else {
-            self.b.ins().jump(join, &[status.into()]);
-        }
+        self.b.ins().jump(join, &[]);
 
         self.b.seal_block(join);
         self.b.switch_to_block(join);
-        (!last).then(|| self.b.block_params(join)[0])
     }
 }

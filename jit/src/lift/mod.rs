@@ -133,10 +133,6 @@ pub struct Lower<'a> {
     next_ip: u64,
     /// RIP in memory is already the right value for the next exit (after a trampoline call).
     rip_in_memory: bool,
-    /// The current instruction's loads may have gone through the load helper (which may have
-    /// done MMIO and asked for a yield): non-zero at run time when one did and asked; leave
-    /// the block once the instruction has retired.
-    pub slow_yield: Option<Value>,
     /// Page groups of the current guest block, and stack-pointer values derived by constant
     /// steps (see `group`).
     groups: Vec<group::Group>,
@@ -406,7 +402,6 @@ pub fn lower_region(
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
-        slow_yield: None,
         groups: Vec::new(),
         derived: Vec::new(),
         versions: [0; 16],
@@ -609,7 +604,6 @@ impl Lower<'_> {
             l.ins_ip = d.ins.ip();
             l.next_ip = d.ins.next_ip();
             l.later_bases = later[i];
-            l.slow_yield = None;
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
                 && !matches!(
@@ -643,10 +637,6 @@ impl Lower<'_> {
                 insn::Outcome::Continue => {
                     l.stats.native += 1;
                     l.rip_in_memory = false;
-                    if let Some(y) = l.slow_yield.take() {
-                        let next = l.next_ip;
-                        l.side_exit_if(y, Some(Rip::Const(next)), None, ret::DISPATCH);
-                    }
                 }
                 insn::Outcome::Ended => {
                     l.stats.native += 1;
@@ -968,7 +958,6 @@ impl Lower<'_> {
         let end = self.b.ins().iadd(r, len);
         let lim = ld(self, f, Frame::OFF_CHAIN_END);
         let c = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
-        // (A pending yield request has set `chain_end` to 0: `Frame::request_yield`.)
         let ok = self.b.ins().band(ok, c);
         let hop = self.b.create_block();
         let back = self.b.create_block();
@@ -1032,20 +1021,6 @@ impl Lower<'_> {
     /// Count the current instruction as retired (after its last fallible step).
     pub fn retire(&mut self) {
         self.k += 1;
-    }
-
-    /// After a store that may have hit decoded code (`status` = [`ret::DISPATCH`]), end the
-    /// block once the instruction is complete (call after [`Lower::retire`]).
-    pub fn smc_exit_if(&mut self, status: Value) {
-        let next = self.next_ip;
-        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
-        self.side_exit_if(c, Some(Rip::Const(next)), None, ret::DISPATCH);
-    }
-
-    /// Like [`Lower::smc_exit_if`], for a branch that continues at `rip`.
-    pub fn smc_exit_to_if(&mut self, status: Value, rip: u64) {
-        let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
-        self.side_exit_if(c, Some(Rip::Const(rip)), None, ret::DISPATCH);
     }
 
     // ----- the trampoline -----
