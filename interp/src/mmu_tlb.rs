@@ -16,24 +16,33 @@ pub const TLB_ENTRIES: usize = 2048;
 const WORDS: usize = TLB_ENTRIES / 64;
 const _: () = assert!(TLB_ENTRIES.is_power_of_two() && TLB_ENTRIES >= 64);
 
-/// Bytes per TLB entry in [`Tlb::raw_table`]: `{ tag: u64, phys: u64 }`.
+/// Bytes per TLB entry in [`Tlb::raw_table`]: `{ tag: u64, delta: u64 }`.
 pub const TLB_ENTRY_BYTES: u64 = 16;
 
-/// `#[repr(C)]`: the JIT reads entries inline (tag at offset 0, phys at offset 8).
+/// `#[repr(C)]`: the JIT reads entries inline (tag at offset 0, delta at offset 8).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TlbEntry {
     /// Linear page number, or `u64::MAX` when empty.
     tag: u64,
-    /// Physical page address (always RAM: MMIO pages are never cached).
-    phys: u64,
+    /// Physical page address minus linear page address (wrapping): the physical address of
+    /// linear `lin` in the page is `lin + delta`, one addition (the JIT's fast path adds it
+    /// and the RAM base to the linear address). Always RAM: MMIO pages are never cached.
+    delta: u64,
+}
+
+impl TlbEntry {
+    /// The physical page address of a filled entry.
+    fn phys(&self) -> u64 {
+        self.delta.wrapping_add(self.tag << PAGE_SHIFT)
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<TlbEntry>() as u64 == TLB_ENTRY_BYTES);
 
 const EMPTY: TlbEntry = TlbEntry {
     tag: u64::MAX,
-    phys: 0,
+    delta: 0,
 };
 
 /// Per-entry side data (same index as the entry): bits 0..4 = page size bits - 12 of the
@@ -222,7 +231,7 @@ impl Tlb {
     pub fn lookup(&self, lin: u64, access: Access) -> Option<u64> {
         let vpn = lin >> PAGE_SHIFT;
         let e = self.table(access).entries[Self::slot(vpn)];
-        (e.tag == vpn).then_some(e.phys)
+        (e.tag == vpn).then_some(e.delta.wrapping_add(lin & !0xfff))
     }
 
     /// Make the current set the one for user (CPL 3) accesses if `user`, else supervisor.
@@ -280,14 +289,17 @@ impl Tlb {
             self.exec_epoch = self.exec_epoch.wrapping_add(1);
         }
         let vpn = lin >> PAGE_SHIFT;
-        let e = TlbEntry { tag: vpn, phys };
+        let e = TlbEntry {
+            tag: vpn,
+            delta: phys.wrapping_sub(vpn << PAGE_SHIFT),
+        };
         self.cur.tables[index(access)].fill(Self::slot(vpn), e, meta);
     }
 
     /// For lockstep-jit's inline fast path: the first entry of the current set's table for
-    /// `access`. [`TLB_ENTRIES`] entries of [`TLB_ENTRY_BYTES`] each, `#[repr(C)] { tag, phys }`:
-    /// `tag` is the linear page number (`u64::MAX` when empty), `phys` the physical page
-    /// address (RAM). The tables are boxed: the pointer stays valid while the `Tlb` lives and
+    /// `access`. [`TLB_ENTRIES`] entries of [`TLB_ENTRY_BYTES`] each, `#[repr(C)] { tag, delta }`:
+    /// `tag` is the linear page number (`u64::MAX` when empty), `delta` the physical page
+    /// address (RAM) minus the linear page address, wrapping. The tables are boxed: the pointer stays valid while the `Tlb` lives and
     /// no privilege swap ([`Tlb::set_user`]) happens; the JIT re-reads it before each block.
     pub fn raw_table(&self, access: Access) -> *const u64 {
         self.table(access).entries.as_ptr().cast()
@@ -353,7 +365,7 @@ impl Tlb {
         self.version = self.version.wrapping_add(1);
         let w = index(Access::Write);
         for set in [&mut self.cur, &mut self.other] {
-            set.tables[w].drop_where(|e, _| e.phys == phys_page);
+            set.tables[w].drop_where(|e, _| e.phys() == phys_page);
         }
     }
 

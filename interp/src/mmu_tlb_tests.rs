@@ -32,7 +32,7 @@ impl Tlb {
         (0..TLB_ENTRIES)
             .map(|s| {
                 let e = tb.entries[s];
-                (e.tag != u64::MAX).then_some((e.tag, e.phys, tb.meta[s]))
+                (e.tag != u64::MAX).then_some((e.tag, e.phys(), tb.meta[s]))
             })
             .collect()
     }

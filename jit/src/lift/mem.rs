@@ -269,12 +269,12 @@ impl Lower<'_> {
         (ok, entry)
     }
 
-    /// Host address of a TLB hit.
+    /// Host address of a TLB hit: RAM base + the entry's delta (physical minus linear page
+    /// address) + the linear address.
     pub(super) fn host_addr(&mut self, entry: Value, lin: Value, ram: Value) -> Value {
-        let phys = self.b.ins().load(types::I64, host_mem(), entry, 8);
-        let page_off = self.b.ins().band_imm_s(lin, 0xfff);
-        let p = self.b.ins().iadd(ram, phys);
-        self.b.ins().iadd(p, page_off)
+        let delta = self.b.ins().load(types::I64, host_mem(), entry, 8);
+        let p = self.b.ins().iadd(ram, delta);
+        self.b.ins().iadd(p, lin)
     }
 
     /// Load `size` bytes at `a` (zero-extended). A fault leaves the block with RIP at the

@@ -306,10 +306,10 @@ fn entry_check(
     let te = b.ins().iadd_imm_s(tlb, off as i64);
     let tag = ld(b, te, 0);
     let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
-    let phys = ld(b, te, 8);
-    let c = b
-        .ins()
-        .icmp_imm_s(IntCC::Equal, phys, (key.phys & !0xfff) as i64);
+    // The entry's delta: physical minus linear page address.
+    let delta = ld(b, te, 8);
+    let want = (key.phys & !0xfff).wrapping_sub(key.rip & !0xfff);
+    let c = b.ins().icmp_imm_s(IntCC::Equal, delta, want as i64);
     ok = b.ins().band(ok, c);
     let table = ld(b, frame, Frame::OFF_CODE_TABLE);
     for (page, word) in entry.code_words() {
