@@ -9,7 +9,7 @@
 //!
 //! Whether the function is still the right code for that RIP is checked by the function
 //! itself, on entry through a chained jump (the dispatcher has just checked the same when it
-//! calls a function, and says so in `Frame::entered`; so does a jump from code of the same
+//! calls a function, and says so in its `entered` argument; so does a jump from code of the same
 //! page that knows the check would pass: see [`ChainEntry::check`]): the execute TLB must
 //! still map the RIP's page to the physical page the block was decoded from (so the
 //! dispatcher would translate RIP the same way, with the same permissions), and the block's
@@ -38,8 +38,8 @@ pub struct ChainEntry {
     /// function's entry check validated, whose function has made no interpreter call (the
     /// only code that can change the execute TLB or swap its privilege sets), compares this
     /// with its own check word: equal, the target's check would pass (same virtual page,
-    /// same physical page, same code word, and a store into code would have ended the block),
-    /// so the exit sets `Frame::entered` and the target skips it.
+    /// same physical page, same code word, and a store into code would have left the block),
+    /// so the exit passes `entered` = 1 and the target skips it.
     pub check: u64,
 }
 

@@ -230,7 +230,9 @@ fn make_enter(
     sig.returns.push(AbiParam::new(types::I32));
     let id = define_small(module, ctx, fctx, "enter", sig, |b, p| {
         let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
-        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1]]);
+        // The dispatcher has just made the entry check: `entered` = 1.
+        let one = b.ins().iconst(types::I64, 1);
+        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1], one]);
         let r = b.inst_results(call)[0];
         b.ins().return_(&[r]);
     });

@@ -39,14 +39,11 @@ pub struct Frame {
     pub mem_fault: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
-    /// words (`GuestRam::code_table`), 1 while the function the dispatcher called has not
-    /// started (it skips the entry check the dispatcher just made; any later entry, through a
-    /// chained jump, checks), the `retired` value no chained block may go past (`budget_end`,
+    /// words (`GuestRam::code_table`), the `retired` value no chained block may go past (`budget_end`,
     /// or 0 to disable chaining, as `Verify` does), and the number of chained jumps taken
     /// (statistics).
     pub tlb_exec: *const u64,
     pub code_table: *const u32,
-    pub entered: u64,
     /// A flag record handed from a block exit to the block it jumps to (see
     /// `lift::flags::encode`; `fl_code` 0: none): the status flags in `CpuState::rflags` are
     /// stale and this record defines them. Only meaningful on entry through a chained jump.
@@ -76,7 +73,6 @@ impl Frame {
     pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
     pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
-    pub const OFF_ENTERED: i32 = offset_of!(Frame, entered) as i32;
     pub const OFF_FL_CODE: i32 = offset_of!(Frame, fl_code) as i32;
     pub const OFF_FL_A: i32 = offset_of!(Frame, fl_a) as i32;
     pub const OFF_FL_B: i32 = offset_of!(Frame, fl_b) as i32;
@@ -101,7 +97,6 @@ impl Frame {
             mem_fault: 0,
             tlb_exec: core::ptr::null(),
             code_table: core::ptr::null(),
-            entered: 1,
             fl_code: 0,
             fl_a: 0,
             fl_b: 0,
@@ -127,7 +122,6 @@ impl Frame {
         self.chain_end = ctx.cpu.budget_end;
         self.region_end = ctx.cpu.budget_end;
         self.code_table = ctx.ram.code_table();
-        self.entered = 1;
         self.fl_code = 0;
         self.ctx = (ctx as *mut Ctx<'_>).cast();
         self.sync_tlb(ctx);

@@ -158,9 +158,11 @@ pub struct Lower<'a> {
     edge: Option<EdgeVars>,
 }
 
-/// `extern "C"` signature of a block: `(state, frame) -> status`.
+/// Signature of a block: `(state, frame, entered) -> status`; `entered` non-zero: skip the
+/// entry check (see [`entry_check`]).
 pub fn block_signature(call_conv: CallConv) -> Signature {
     let mut s = Signature::new(call_conv);
+    s.params.push(AbiParam::new(types::I64));
     s.params.push(AbiParam::new(types::I64));
     s.params.push(AbiParam::new(types::I64));
     s.returns.push(AbiParam::new(types::I32));
@@ -269,7 +271,8 @@ const FLAG_RECORD: [i32; 5] = [
 /// dispatcher, nothing done but storing RIP (the function's own address: a chained jump does
 /// not store it; the exit that jumped here stored `retired` and the flag record the
 /// dispatcher folds). The dispatcher's own call
-/// (`Frame::entered` = 1) skips the check it has just made. Leaves the builder in the block
+/// (`entered` = 1, the third argument) skips the check it has just made, and so does a
+/// chained jump that knows the check would pass (same-page skips, `chain::ChainEntry::check`). Leaves the builder in the block
 /// where the function's body starts; returns the flag record the body starts with
 /// (`[code, a, b, res, cin]`), loaded there from the frame: what the chained jump handed over,
 /// or code 0 from the dispatcher ([`Frame::refresh`](crate::frame::Frame::refresh) clears it).
@@ -279,6 +282,7 @@ fn entry_check(
     b: &mut FunctionBuilder<'_>,
     state: Value,
     frame: Value,
+    entered: Value,
     entry: &Block,
 ) -> [Value; 5] {
     use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
@@ -291,15 +295,8 @@ fn entry_check(
     let check = b.create_block();
     let fail = b.create_block();
     b.set_cold_block(fail);
-    let entered = ld(b, frame, Frame::OFF_ENTERED);
-    let first = b.create_block();
-    b.ins().brif(entered, first, &[], check, &[]);
-    b.seal_block(first);
+    b.ins().brif(entered, body, &[], check, &[]);
     b.seal_block(check);
-    b.switch_to_block(first);
-    let zero = b.ins().iconst(types::I64, 0);
-    b.ins().store(host_mem(), zero, frame, Frame::OFF_ENTERED);
-    b.ins().jump(body, &[]);
     b.switch_to_block(check);
     let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
     let off = (vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES;
@@ -355,8 +352,9 @@ pub fn lower_region(
     b.seal_block(entry);
     let state = b.block_params(entry)[0];
     let frame = b.block_params(entry)[1];
+    let entered = b.block_params(entry)[2];
     let sigs = sig_for(&mut b);
-    let incoming = entry_check(&mut b, state, frame, blocks[0]);
+    let incoming = entry_check(&mut b, state, frame, entered, blocks[0]);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let retired_ptr = b
@@ -965,7 +963,10 @@ impl Lower<'_> {
         self.b.seal_block(hop);
         self.b.seal_block(back);
         self.b.switch_to_block(hop);
-        self.skip_target_check(exit, rip, e);
+        let entered = match self.skip_target_check(exit, rip, e) {
+            Some(v) => v,
+            None => self.iconst(0),
+        };
         let n = ld(self, f, Frame::OFF_CHAINS);
         let n = self.b.ins().iadd_imm_s(n, 1);
         self.b.ins().store(host_mem(), n, f, Frame::OFF_CHAINS);
@@ -973,7 +974,7 @@ impl Lower<'_> {
         let st = self.state;
         self.b
             .ins()
-            .return_call_indirect(self.sigs.block, func, &[st, f]);
+            .return_call_indirect(self.sigs.block, func, &[st, f, entered]);
         self.b.switch_to_block(back);
         // RIP only on the way back: the target of a chained jump knows its own (its entry
         // check stores it when it sends the jump back).
@@ -984,18 +985,17 @@ impl Lower<'_> {
 
     /// On the way to a chained jump through chain entry `e`: when the target is on the
     /// virtual page this function's entry check validated and the entry's check word is this
-    /// function's, set `Frame::entered` so that the target skips its own check (it would
-    /// pass: see `chain::ChainEntry::check`). Enabled by a constant that lowering turns off
-    /// if the function calls the interpreter.
-    fn skip_target_check(&mut self, exit: Exit, rip: Rip, e: Value) {
-        let Some((vpn, own)) = self.own_check else {
-            return;
-        };
+    /// function's, the target's `entered` argument (non-zero: it skips its own check, which
+    /// would pass: see `chain::ChainEntry::check`); `None` when the target is known not to
+    /// qualify. Enabled by a constant that lowering turns off if the function calls the
+    /// interpreter.
+    fn skip_target_check(&mut self, exit: Exit, rip: Rip, e: Value) -> Option<Value> {
+        let (vpn, own) = self.own_check?;
         let dyn_target = match (exit, rip) {
             (Exit::Either(_, t, f), _) if t >> 12 == vpn && f >> 12 == vpn => None,
-            (Exit::Either(..), _) => return,
+            (Exit::Either(..), _) => return None,
             (_, Rip::Const(t)) if t >> 12 == vpn => None,
-            (_, Rip::Const(_)) => return,
+            (_, Rip::Const(_)) => return None,
             (_, Rip::Dyn(v)) => Some(v),
         };
         let check = self
@@ -1012,10 +1012,7 @@ impl Lower<'_> {
         let inst = self.b.func.dfg.value_def(enable).unwrap_inst();
         self.skip_enables.push(inst);
         let ok = self.b.ins().band(ok, enable);
-        let ok = self.b.ins().uextend(types::I64, ok);
-        self.b
-            .ins()
-            .store(host_mem(), ok, self.frame, Frame::OFF_ENTERED);
+        Some(self.b.ins().uextend(types::I64, ok))
     }
 
     /// Count the current instruction as retired (after its last fallible step).
