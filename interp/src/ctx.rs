@@ -201,21 +201,17 @@ impl<'a> Ctx<'a> {
     /// afterwards gives the same result as running it alone. The JIT's load slow path uses it
     /// to leave device reads to the interpreter.
     pub fn read_ram(&mut self, lin: u64, size: u8, rmw: bool) -> Result<Option<u64>, Fault> {
-        let size = size.clamp(1, 8) as usize;
+        let size = size.clamp(1, 8);
         if rmw {
             self.probe_write(lin, size as u64)?;
         }
         let mut buf = [0u8; 8];
-        let mut done = 0usize;
-        while done < size {
-            let a = lin.wrapping_add(done as u64);
-            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(size - done);
+        for (a, off, len) in page_pieces(lin, size as usize) {
             let p = self.translate(a, Access::Read)?;
-            if !self.ram.contains(p, chunk as u64) {
+            if !self.ram.contains(p, len as u64) {
                 return Ok(None);
             }
-            buf[done..done + chunk].copy_from_slice(&self.ram.bytes()[p as usize..][..chunk]);
-            done += chunk;
+            buf[off..off + len].copy_from_slice(&self.ram.bytes()[p as usize..][..len]);
         }
         Ok(Some(u64::from_le_bytes(buf)))
     }
@@ -227,18 +223,14 @@ impl<'a> Ctx<'a> {
     /// gives the same result as running it alone. The JIT's store slow path uses it to leave
     /// device writes and stores into code to the interpreter.
     pub fn write_ram(&mut self, lin: u64, size: u8, val: u64) -> Result<bool, Fault> {
-        let size = size.clamp(1, 8) as usize;
+        let size = size.clamp(1, 8);
         let data = val.to_le_bytes();
         // At most two pages: (physical address, offset in `data`, length).
         let mut pieces = [(0u64, 0usize, 0usize); 2];
         let mut n = 0;
-        let mut done = 0usize;
-        while done < size {
-            let a = lin.wrapping_add(done as u64);
-            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(size - done);
-            pieces[n] = (self.translate(a, Access::Write)?, done, chunk);
+        for (a, off, len) in page_pieces(lin, size as usize) {
+            pieces[n] = (self.translate(a, Access::Write)?, off, len);
             n += 1;
-            done += chunk;
         }
         for &(p, _, len) in &pieces[..n] {
             if !self.ram.contains(p, len as u64) || self.ram.is_code_page(p >> 12) {
@@ -262,14 +254,9 @@ impl<'a> Ctx<'a> {
     }
 
     fn read_slow(&mut self, lin: u64, out: &mut [u8], access: Access) -> Result<(), Fault> {
-        // Translate every page first so that a fault on a later page leaves nothing half done.
-        let mut done = 0usize;
-        while done < out.len() {
-            let a = lin.wrapping_add(done as u64);
-            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(out.len() - done);
+        for (a, off, len) in page_pieces(lin, out.len()) {
             let p = self.translate(a, access)?;
-            self.load_phys(p, &mut out[done..done + chunk]);
-            done += chunk;
+            self.load_phys(p, &mut out[off..off + len]);
         }
         Ok(())
     }
@@ -279,20 +266,16 @@ impl<'a> Ctx<'a> {
     pub fn write_bytes(&mut self, lin: u64, data: &[u8]) -> Result<(), Fault> {
         let mut pieces: [(u64, usize, usize); 3] = [(0, 0, 0); 3];
         let mut n = 0;
-        let mut done = 0usize;
-        while done < data.len() {
-            let a = lin.wrapping_add(done as u64);
-            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(data.len() - done);
+        for (a, off, len) in page_pieces(lin, data.len()) {
             let p = self.translate(a, Access::Write)?;
             if n < pieces.len() {
-                pieces[n] = (p, done, chunk);
+                pieces[n] = (p, off, len);
                 n += 1;
             } else {
                 // Long ranges (more than three pages) are written page by page; each page was
                 // checked just above, and earlier pages are already written.
-                self.store_phys(p, &data[done..done + chunk]);
+                self.store_phys(p, &data[off..off + len]);
             }
-            done += chunk;
         }
         for &(p, off, len) in &pieces[..n] {
             self.store_phys(p, &data[off..off + len]);
@@ -303,13 +286,9 @@ impl<'a> Ctx<'a> {
     /// Read bytes as an implicit supervisor access (descriptor tables, TSS, IDT): U/S and SMAP
     /// checks are those of CPL 0 whatever the current privilege, and the TLB is not filled.
     pub fn read_bytes_supervisor(&mut self, lin: u64, out: &mut [u8]) -> Result<(), Fault> {
-        let mut done = 0usize;
-        while done < out.len() {
-            let a = lin.wrapping_add(done as u64);
-            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(out.len() - done);
+        for (a, off, len) in page_pieces(lin, out.len()) {
             let p = self.translate_supervisor(a, Access::Read)?;
-            self.load_phys(p, &mut out[done..done + chunk]);
-            done += chunk;
+            self.load_phys(p, &mut out[off..off + len]);
         }
         Ok(())
     }
@@ -319,17 +298,12 @@ impl<'a> Ctx<'a> {
     pub fn write_bytes_supervisor(&mut self, lin: u64, data: &[u8]) -> Result<(), Fault> {
         let mut pieces: [(u64, usize, usize); 2] = [(0, 0, 0); 2];
         let mut n = 0;
-        let mut done = 0usize;
-        while done < data.len() && n < pieces.len() {
-            let a = lin.wrapping_add(done as u64);
-            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(data.len() - done);
-            let p = self.translate_supervisor(a, Access::Write)?;
-            pieces[n] = (p, done, chunk);
+        for (a, off, len) in page_pieces(lin, data.len()) {
+            if n == pieces.len() {
+                return Err(Fault::ud("supervisor write longer than two pages"));
+            }
+            pieces[n] = (self.translate_supervisor(a, Access::Write)?, off, len);
             n += 1;
-            done += chunk;
-        }
-        if done < data.len() {
-            return Err(Fault::ud("supervisor write longer than two pages"));
         }
         for &(p, off, len) in &pieces[..n] {
             self.store_phys(p, &data[off..off + len]);
@@ -516,4 +490,19 @@ impl<'a> Ctx<'a> {
         let rsp = self.cpu.state.gpr[reg::RSP];
         self.set_rsp(rsp.wrapping_add(delta));
     }
+}
+
+/// The pieces of `[lin, lin + len)` that each lie in one page, in order: (linear address,
+/// offset from `lin`, length).
+fn page_pieces(lin: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+    let mut done = 0usize;
+    core::iter::from_fn(move || {
+        (done < len).then(|| {
+            let a = lin.wrapping_add(done as u64);
+            let chunk = ((PAGE_SIZE - (a & 0xfff)) as usize).min(len - done);
+            let piece = (a, done, chunk);
+            done += chunk;
+            piece
+        })
+    })
 }

@@ -9,16 +9,16 @@
 //!
 //! Whether the function is still the right code for that RIP is checked by the function
 //! itself, on entry through a chained jump (the dispatcher has just checked the same when it
-//! calls a function, and says so in its `entered` argument; so does a jump from code of the same
-//! page that knows the check would pass: see [`ChainEntry::check`]): the execute TLB must
-//! still map the RIP's page to the physical page the block was decoded from (so the
+//! calls a function, and says so in its `entered` argument; so does a jump from code of the
+//! same page that knows the check would pass: see [`ChainEntry::check`]): the execute TLB
+//! must still map the RIP's page to the physical page the block was decoded from (so the
 //! dispatcher would translate RIP the same way, with the same permissions), and the block's
 //! code pages must still have the code words they had at decode (no write hit them since).
 //! On failure it returns to the dispatcher before doing anything. These checks are local to
 //! the target: unrelated TLB fills, privilege swaps and code writes leave the link usable (a
 //! kernel fills and flushes its execute TLB all the time), and they sit once in each function
-//! rather than at each of its exits. Only 64-bit blocks are compiled, and compiled code never changes
-//! mode, so RIP is the linear address. The table is cleared whenever the module is freed.
+//! rather than at each of its exits. Only 64-bit blocks are compiled, and compiled code never
+//! changes mode, so RIP is the linear address. The table is cleared whenever the module is freed.
 
 use lockstep_interp::decode::Block;
 

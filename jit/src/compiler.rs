@@ -351,13 +351,8 @@ impl Compiler {
             {
                 let rip = blocks.first().map_or(0, |b| b.key().rip);
                 let mut text = format!("; {name} rip={rip:#x}\n");
-                let mut fmt = iced_x86::IntelFormatter::new();
                 for b in blocks {
-                    for d in &b.insns {
-                        let mut s = String::new();
-                        iced_x86::Formatter::format(&mut fmt, &d.ins, &mut s);
-                        text.push_str(&format!(";   {:016x}  {s}\n", d.ins.ip()));
-                    }
+                    crate::verify::guest_listing(&mut text, b, ";   ");
                 }
                 let _ = writeln!(f, "{text}{}", self.ctx.func.display());
             }

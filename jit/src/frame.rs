@@ -33,15 +33,16 @@ pub struct Frame {
     /// `cpu.budget_end`: compiled code compares it after instructions that may retire more
     /// than one (REP strings).
     pub budget_end: u64,
-    /// Set by the load helper: 0 when the value was read, `helpers::MEM_FAULT` when the
-    /// access faulted (the fault is in `exit`), `helpers::MEM_DEFER` when it would have read a
-    /// device (left to the interpreter). Compiled code leaves before the instruction unless 0.
+    /// Set by the load and store helpers: 0 when the access was made, `helpers::MEM_FAULT`
+    /// when it faulted (the fault is in `exit`), `helpers::MEM_DEFER` when it is left to the
+    /// interpreter (a device, or a store into decoded code). Compiled code leaves before the
+    /// instruction unless 0.
     pub mem_fault: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
-    /// words (`GuestRam::code_table`), the `retired` value no chained block may go past (`budget_end`,
-    /// or 0 to disable chaining, as `Verify` does), and the number of chained jumps taken
-    /// (statistics).
+    /// words (`GuestRam::code_table`), the `retired` value no chained block may go past
+    /// (`budget_end`, or 0 to disable chaining, as `Verify` does), and the number of chained
+    /// jumps taken (statistics).
     pub tlb_exec: *const u64,
     pub code_table: *const u32,
     /// A flag record handed from a block exit to the block it jumps to (see

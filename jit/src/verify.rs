@@ -17,6 +17,7 @@
 
 use crate::engine::{Jit, JitConfig};
 use iced_x86::{Formatter, IntelFormatter};
+use lockstep_interp::decode::Block;
 use lockstep_interp::mmu::Tlb;
 use lockstep_interp::state::CpuState;
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, Fault, GuestRam, Interpreter};
@@ -241,12 +242,7 @@ impl Verify {
         match info {
             Some((block, ir)) => {
                 let _ = writeln!(r, "guest block ({} instructions):", block.insns.len());
-                let mut fmt = IntelFormatter::new();
-                for di in &block.insns {
-                    let mut s = String::new();
-                    fmt.format(&di.ins, &mut s);
-                    let _ = writeln!(r, "  {:016x}  {s}", di.ins.ip());
-                }
+                guest_listing(&mut r, &block, "  ");
                 match ir {
                     Some(ir) if d.compiled => {
                         let _ = writeln!(r, "Cranelift IR:");
@@ -574,5 +570,16 @@ impl Bus for ReplayBus<'_> {
             Some(BusOp::MsrWrite { claimed, .. }) => claimed,
             _ => false,
         }
+    }
+}
+
+/// Append `block`'s instructions to `out`, one per line after `prefix`: address and Intel
+/// syntax (the divergence report; the JIT's IR dump).
+pub(crate) fn guest_listing(out: &mut String, block: &Block, prefix: &str) {
+    let mut fmt = IntelFormatter::new();
+    for di in &block.insns {
+        let mut s = String::new();
+        fmt.format(&di.ins, &mut s);
+        let _ = writeln!(out, "{prefix}{:016x}  {s}", di.ins.ip());
     }
 }

@@ -272,8 +272,8 @@ const FLAG_RECORD: [i32; 5] = [
 /// not store it; the exit that jumped here stored `retired` and the flag record the
 /// dispatcher folds). The dispatcher's own call
 /// (`entered` = 1, the third argument) skips the check it has just made, and so does a
-/// chained jump that knows the check would pass (same-page skips, `chain::ChainEntry::check`). Leaves the builder in the block
-/// where the function's body starts; returns the flag record the body starts with
+/// chained jump that knows the check would pass (same-page skips, `chain::ChainEntry::check`).
+/// Leaves the builder in the block where the function's body starts; returns the flag record the body starts with
 /// (`[code, a, b, res, cin]`), loaded there from the frame: what the chained jump handed over,
 /// or code 0 from the dispatcher ([`Frame::refresh`](crate::frame::Frame::refresh) clears it).
 /// The frame keeps that record until an exit replaces it, so an exit that hands the same
