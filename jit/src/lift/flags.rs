@@ -7,7 +7,7 @@
 
 use super::{host_mem, Lower, RFLAGS};
 use crate::frame::OFF_RFLAGS;
-use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
+use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, InstructionData, Opcode, Value};
 use iced_x86::ConditionCode;
 use lockstep_interp::state::flags::{AF, CF, OF, PF, SF, STATUS, ZF};
 
@@ -237,6 +237,34 @@ impl Lower<'_> {
 
     /// `v`'s low `size` bytes as a sized integer (for signed compares).
     pub fn narrow(&mut self, v: Value, size: u8) -> Value {
+        // `uextend.i64 x` narrowed back to x's width is x.
+        let dfg = &self.b.func.dfg;
+        if let Some(inst) = dfg.value_def(v).inst() {
+            if let InstructionData::Unary {
+                opcode: Opcode::Uextend,
+                arg,
+            } = dfg.insts[inst]
+            {
+                if dfg.value_type(arg).bytes() == u32::from(size) {
+                    return arg;
+                }
+            }
+            // A constant is made at the narrow type (an immediate operand for the host).
+            if let InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } = dfg.insts[inst]
+            {
+                let ty = match size {
+                    1 => types::I8,
+                    2 => types::I16,
+                    4 => types::I32,
+                    _ => return v,
+                };
+                let m = (1u64 << (u32::from(size) * 8)) - 1;
+                return self.b.ins().iconst(ty, (imm.bits() as u64 & m) as i64);
+            }
+        }
         match size {
             1 => self.b.ins().ireduce(types::I8, v),
             2 => self.b.ins().ireduce(types::I16, v),

@@ -313,6 +313,19 @@ fn alu_value(
     size: u8,
 ) -> (Value, Option<Value>) {
     let mut cin = None;
+    if size == 4 && matches!(op, FlagOp::Add | FlagOp::Sub | FlagOp::Logic) {
+        // 32-bit: the operation at 32 bits, whose result x86 zero-extends for free, instead
+        // of a 64-bit one and a zero extension.
+        let (a, b) = (l.narrow(a, 4), l.narrow(b, 4));
+        let r = match (m, op) {
+            (_, FlagOp::Add) => l.b.ins().iadd(a, b),
+            (_, FlagOp::Sub) => l.b.ins().isub(a, b),
+            (Mnemonic::Or, _) => l.b.ins().bor(a, b),
+            (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
+            _ => l.b.ins().band(a, b),
+        };
+        return (l.b.ins().uextend(types::I64, r), None);
+    }
     let r = match (m, op) {
         (_, FlagOp::Add) => l.b.ins().iadd(a, b),
         (_, FlagOp::Sub) => l.b.ins().isub(a, b),

@@ -6,7 +6,9 @@ use super::group::{AddrKey, Role};
 use super::{guest_mem, host_mem, Lower};
 use crate::frame::{seg_base_off, Frame};
 use crate::helpers::{INFO_RMW, INFO_SS};
-use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Type, Value};
+use cranelift_codegen::ir::{
+    condcodes::IntCC, types, InstBuilder, InstructionData, Opcode, Type, Value,
+};
 use iced_x86::{Instruction, Register};
 use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
 use lockstep_interp::operand::gpr_ref;
@@ -90,8 +92,71 @@ impl Lower<'_> {
         self.set_gpr(g.index, new);
     }
 
+    /// How many low bits of `v` may be nonzero, as far as the instruction defining it tells
+    /// (its type's width when it tells nothing): a zero extension, a narrow load, a constant,
+    /// an AND with one of those. `zext` and `narrow` use it to skip reduce/extend pairs that
+    /// change nothing — 32-bit code produced one for every operand read, which Cranelift at
+    /// `opt_level=none` emits as register moves.
+    pub fn known_bits(&self, v: Value) -> u32 {
+        self.known_bits_depth(v, 2)
+    }
+
+    fn known_bits_depth(&self, v: Value, depth: u32) -> u32 {
+        let dfg = &self.b.func.dfg;
+        let ty = dfg.value_type(v);
+        let Some(inst) = dfg.value_def(v).inst() else {
+            return ty.bits();
+        };
+        let bits = match dfg.insts[inst] {
+            InstructionData::Unary {
+                opcode: Opcode::Uextend,
+                arg,
+            } => dfg.value_type(arg).bits(),
+            InstructionData::Load { opcode, .. } => match opcode {
+                Opcode::Uload8 => 8,
+                Opcode::Uload16 => 16,
+                Opcode::Uload32 => 32,
+                _ => ty.bits(),
+            },
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } if ty == types::I64 => 64 - (imm.bits() as u64).leading_zeros(),
+            InstructionData::Binary {
+                opcode: Opcode::Band,
+                args: [a, b],
+            } if depth > 0 => self
+                .known_bits_depth(a, depth - 1)
+                .min(self.known_bits_depth(b, depth - 1)),
+            _ => ty.bits(),
+        };
+        bits.min(ty.bits())
+    }
+
     /// Low `size` bytes of `v`, zero-extended.
     pub fn zext(&mut self, v: Value, size: u8) -> Value {
+        if size >= 8 || self.known_bits(v) <= u32::from(size) * 8 {
+            return v;
+        }
+        let here = self.b.current_block();
+        if let Some(&(_, _, _, r)) = self
+            .zext_memo
+            .iter()
+            .find(|&&(blk, x, sz, _)| Some(blk) == here && x == v && sz == size)
+        {
+            return r;
+        }
+        let r = self.zext_uncached(v, size);
+        if let Some(blk) = here {
+            if self.zext_memo.len() == 16 {
+                self.zext_memo.remove(0);
+            }
+            self.zext_memo.push((blk, v, size, r));
+        }
+        r
+    }
+
+    fn zext_uncached(&mut self, v: Value, size: u8) -> Value {
         match size {
             1 => {
                 let t = self.b.ins().ireduce(types::I8, v);

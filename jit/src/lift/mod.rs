@@ -156,6 +156,10 @@ pub struct Lower<'a> {
     regs_used: u32,
     region_end: Option<Value>,
     edge: Option<EdgeVars>,
+    /// Recent zero extensions (IR block, value, size, result), reused for the same value in
+    /// the same IR block: a register read twice at one width is extended once
+    /// (`mem::Lower::zext`; `opt_level=none` does not merge them).
+    pub zext_memo: Vec<(IrBlock, Value, u8, Value)>,
 }
 
 /// Signature of a block: `(state, frame, entered) -> status`; `entered` non-zero: skip the
@@ -414,6 +418,7 @@ pub fn lower_region(
         regs_used,
         region_end: None,
         edge: None,
+        zext_memo: Vec::new(),
     };
     if region {
         // Everything the region's blocks share is set up once, here, on entry.
