@@ -401,7 +401,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             l.retire();
         }
         Kind::Lea => {
-            let off = l.effective_offset(ins);
+            let off = l.lea_value(ins, op_size(ins, 0));
             l.write_reg(ins.op0_register(), off);
             l.retire();
         }
@@ -629,12 +629,23 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let size = op_size(ins, 0);
             let a = l.read_reg(ins.op0_register());
             let one = l.iconst(1);
-            let r = if op == FlagOp::Inc {
-                l.b.ins().iadd(a, one)
+            let r = if size == 4 {
+                // At 32 bits: the host's zero extension is free.
+                let a32 = l.narrow(a, 4);
+                let r = if op == FlagOp::Inc {
+                    l.b.ins().iadd_imm_s(a32, 1)
+                } else {
+                    l.b.ins().iadd_imm_s(a32, -1)
+                };
+                l.b.ins().uextend(types::I64, r)
             } else {
-                l.b.ins().isub(a, one)
+                let r = if op == FlagOp::Inc {
+                    l.b.ins().iadd(a, one)
+                } else {
+                    l.b.ins().isub(a, one)
+                };
+                l.zext(r, size)
             };
-            let r = l.zext(r, size);
             l.write_reg(ins.op0_register(), r);
             l.set_flags(op, a, one, r, size);
             l.retire();

@@ -187,28 +187,62 @@ impl Lower<'_> {
 
     /// Effective address (offset before segmentation), masked to the address size.
     pub fn effective_offset(&mut self, ins: &Instruction) -> Value {
+        let ea = self.offset_sum(ins, types::I64);
+        match addr_size(ins) {
+            8 => ea,
+            4 => self.zext(ea, 4),
+            _ => self.zext(ea, 2),
+        }
+    }
+
+    /// Displacement + base + index·scale at width `ty` (I64, or I32 for the low half only),
+    /// without adding a zero displacement.
+    fn offset_sum(&mut self, ins: &Instruction, ty: Type) -> Value {
+        let narrow = ty == types::I32;
+        let mut ea = None;
         let base = ins.memory_base();
-        let mut ea = self.iconst(ins.memory_displacement64());
         if !matches!(base, Register::None | Register::RIP | Register::EIP) {
             let v = self.read_reg(base);
-            ea = self.b.ins().iadd(ea, v);
+            ea = Some(if narrow { self.narrow(v, 4) } else { v });
         }
         let index = ins.memory_index();
         if index != Register::None {
             let v = self.read_reg(index);
+            let v = if narrow { self.narrow(v, 4) } else { v };
             let s = match ins.memory_index_scale() {
                 2 => self.b.ins().ishl_imm_s(v, 1),
                 4 => self.b.ins().ishl_imm_s(v, 2),
                 8 => self.b.ins().ishl_imm_s(v, 3),
                 _ => v,
             };
-            ea = self.b.ins().iadd(ea, s);
+            ea = Some(match ea {
+                Some(e) => self.b.ins().iadd(e, s),
+                None => s,
+            });
         }
-        match addr_size(ins) {
-            8 => ea,
-            4 => self.zext(ea, 4),
-            _ => self.zext(ea, 2),
+        let disp = ins.memory_displacement64();
+        match ea {
+            Some(e) if disp == 0 => e,
+            Some(e) => self.b.ins().iadd_imm_s(e, disp as i64),
+            None => self.b.ins().iconst(
+                ty,
+                if narrow {
+                    disp as u32 as i64
+                } else {
+                    disp as i64
+                },
+            ),
         }
+    }
+
+    /// LEA's result for operand size `size`: for 32 bits, computed at 32 bits (the host
+    /// zero-extends such a result for free).
+    pub fn lea_value(&mut self, ins: &Instruction, size: u8) -> Value {
+        if size == 4 && matches!(addr_size(ins), 8 | 4) {
+            let v = self.offset_sum(ins, types::I32);
+            return self.b.ins().uextend(types::I64, v);
+        }
+        self.effective_offset(ins)
     }
 
     /// Linear address of the memory operand (64-bit mode: only FS and GS have a base).

@@ -303,19 +303,24 @@ fn entry_check(
     b.seal_block(check);
     b.switch_to_block(check);
     let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
-    let off = (vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES;
-    let te = b.ins().iadd_imm_s(tlb, off as i64);
-    let tag = ld(b, te, 0);
+    // Constant offsets go into the loads (fewer IR instructions; the same host code).
+    let off = ((vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES) as i32;
+    let tag = ld(b, tlb, off);
     let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
     // The entry's delta: physical minus linear page address.
-    let delta = ld(b, te, 8);
+    let delta = ld(b, tlb, off + 8);
     let want = (key.phys & !0xfff).wrapping_sub(key.rip & !0xfff);
     let c = b.ins().icmp_imm_s(IntCC::Equal, delta, want as i64);
     ok = b.ins().band(ok, c);
     let table = ld(b, frame, Frame::OFF_CODE_TABLE);
     for (page, word) in entry.code_words() {
-        let at = b.ins().iadd_imm_s(table, page.wrapping_mul(4) as i64);
-        let w = b.ins().uload32(host_mem(), at, 0);
+        let w = match i32::try_from(page.wrapping_mul(4)) {
+            Ok(o) => b.ins().uload32(host_mem(), table, o),
+            Err(_) => {
+                let at = b.ins().iadd_imm_s(table, page.wrapping_mul(4) as i64);
+                b.ins().uload32(host_mem(), at, 0)
+            }
+        };
         let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
         ok = b.ins().band(ok, c);
     }
