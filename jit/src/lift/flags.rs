@@ -509,7 +509,7 @@ impl Lower<'_> {
                     let code = self.iconst(encode(p.op, p.size, p.mask));
                     let cin = match p.cin {
                         Some(c) => c,
-                        None => self.iconst(0),
+                        None => self.edge_zero(),
                     };
                     Some((code, p.a, p.b, p.res, cin))
                 }
@@ -517,13 +517,24 @@ impl Lower<'_> {
             let vals = match vals {
                 Some(v) => v,
                 None => {
-                    let z = self.iconst(0);
+                    let z = self.edge_zero();
                     (z, z, z, z, z)
                 }
             };
             for (var, v) in vars.iter().zip([vals.0, vals.1, vals.2, vals.3, vals.4]) {
                 self.b.def_var(*var, v);
             }
+        }
+    }
+
+    /// The zero that every edge hands over for an empty record slot or a carry in of 0: one
+    /// value defined at the region's start, so that a slot every edge into a block leaves
+    /// empty is the same value on all of them, and SSA construction drops its block
+    /// parameter (distinct constants would keep it, and the loop would move it around).
+    fn edge_zero(&mut self) -> Value {
+        match self.region_zero {
+            Some(z) => z,
+            None => self.iconst(0),
         }
     }
 

@@ -160,6 +160,9 @@ pub struct Lower<'a> {
     /// the same IR block: a register read twice at one width is extended once
     /// (`mem::Lower::zext`; `opt_level=none` does not merge them).
     pub zext_memo: Vec<(IrBlock, Value, u8, Value)>,
+    /// A zero defined where the region starts (dominating every member): see
+    /// `flags::Lower::edge_zero`.
+    region_zero: Option<Value>,
 }
 
 /// Signature of a block: `(state, frame, entered) -> status`; `entered` non-zero: skip the
@@ -424,6 +427,7 @@ pub fn lower_region(
         region_end: None,
         edge: None,
         zext_memo: Vec::new(),
+        region_zero: None,
     };
     if region {
         // Everything the region's blocks share is set up once, here, on entry.
@@ -447,6 +451,7 @@ pub fn lower_region(
         // edge had: in the edge's status slot, or folded into RFLAGS if the entry block reads
         // flags before it writes them all.
         let z = l.iconst(0);
+        l.region_zero = Some(z);
         for v in edge.a.iter() {
             l.b.def_var(*v, z);
         }
