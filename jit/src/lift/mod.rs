@@ -150,7 +150,7 @@ pub struct Lower<'a> {
     exec_called: bool,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers any of its instructions
-    /// reads or writes (bit 16: RFLAGS), `Frame::region_end`, the flag edge variables.
+    /// reads or writes (GPRs only, see `registers_used`), `Frame::region_end`, the flag edge variables.
     members: Vec<Member>,
     work: Vec<usize>,
     regs_used: u32,
@@ -221,12 +221,15 @@ fn host_mem() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-/// Registers (bit i: GPR i, bit 16: RFLAGS) the instructions of `blocks` read or write
-/// (implicit operands included).
+/// General-purpose registers (bit i: GPR i) the instructions of `blocks` read or write
+/// (implicit operands included): the ones a region keeps in SSA values across its edges.
+/// RFLAGS is not among them: edges leave it current in memory (lazy members get the status
+/// flags as records), and a block that needs it loads it — carried around a loop, it only
+/// took a register or a spill slot on every back edge.
 fn registers_used(blocks: &[&Block]) -> u32 {
     use iced_x86::{InstructionInfoFactory, OpAccess, Register};
     let mut fac = InstructionInfoFactory::new();
-    let mut used = 1u32 << RFLAGS;
+    let mut used = 0u32;
     for d in blocks.iter().flat_map(|b| b.insns.iter()) {
         for u in fac.info(&d.ins).used_registers() {
             let r = u.register().full_register();
