@@ -1,7 +1,8 @@
 //! The natively lowered one-operand MUL/IMUL, DIV/IDIV (`lift/muldiv.rs`), shifts and
 //! rotates by CL and SHLD/SHRD (`lift/shift.rs`) and BT/BTS/BTR/BTC (`lift/bit.rs`) against
 //! the interpreter: every form and size, edge and random (xorshift) operands, the flags
-//! captured after each instruction (PUSHFQ and SETcc), faults (#DE) and budget slices.
+//! captured after each instruction (PUSHFQ and SETcc), faults (#DE) and budget slices; and
+//! the 32-bit ALU, LEA and INC/DEC forms that are lowered at 32 bits (`lift/insn.rs`).
 
 mod common;
 
@@ -508,6 +509,55 @@ fn scans_counts_and_bswap() {
         |a: &mut CodeAssembler| {
             a.and(esi, 0x30)?;
             a.bsf(rax, rsi)
+        },
+    ];
+    check(&ops, &random_rec);
+}
+
+/// 32-bit forms, which the lifting computes at 32 bits and whose zero extensions it skips
+/// when they would change nothing (`lift::mem::Lower::zext`): the upper halves of every
+/// captured register must be the interpreter's (zero for a 32-bit destination, untouched
+/// for the others), including registers read twice, results read back at 64 bits, and LEA
+/// with wrapping displacements.
+#[test]
+fn thirty_two_bit_forms() {
+    let ops: Vec<Op> = ops![
+        |a: &mut CodeAssembler| a.add(eax, edx),
+        |a: &mut CodeAssembler| a.sub(esi, eax),
+        |a: &mut CodeAssembler| a.and(edx, 0xffff_fffeu32 as i32),
+        |a: &mut CodeAssembler| a.or(r8d, esi),
+        |a: &mut CodeAssembler| a.xor(eax, eax),
+        |a: &mut CodeAssembler| a.xor(esi, edx),
+        |a: &mut CodeAssembler| a.add(esi, esi),
+        |a: &mut CodeAssembler| a.cmp(eax, edx),
+        |a: &mut CodeAssembler| a.test(esi, esi),
+        |a: &mut CodeAssembler| a.cmp(r8d, -1),
+        |a: &mut CodeAssembler| a.sub(eax, dword_ptr(rdi + 4)),
+        |a: &mut CodeAssembler| a.and(edx, dword_ptr(rdi)),
+        |a: &mut CodeAssembler| {
+            a.mov(eax, edx)?;
+            a.add(eax, 0x7fff_ffff)?;
+            a.mov(rdx, rax)
+        },
+        |a: &mut CodeAssembler| {
+            a.mov(esi, dword_ptr(rdi))?;
+            a.add(esi, esi)?;
+            a.mov(r8, rsi)
+        },
+        |a: &mut CodeAssembler| a.lea(eax, dword_ptr(rdx - 1)),
+        |a: &mut CodeAssembler| a.lea(esi, dword_ptr(rax + rdx * 4 + 0x7fff_fff0)),
+        |a: &mut CodeAssembler| a.lea(edx, dword_ptr(rax + rax * 2)),
+        |a: &mut CodeAssembler| a.lea(r8d, dword_ptr(rsi * 8 - 0x80)),
+        |a: &mut CodeAssembler| a.lea(eax, dword_ptr(0x1234_5678)),
+        |a: &mut CodeAssembler| a.lea(eax, dword_ptr(edx + esi + 8)),
+        |a: &mut CodeAssembler| a.lea(rax, qword_ptr(edx - 8)),
+        |a: &mut CodeAssembler| a.lea(si, word_ptr(rax + 0x1ffff)),
+        |a: &mut CodeAssembler| a.inc(eax),
+        |a: &mut CodeAssembler| a.dec(esi),
+        |a: &mut CodeAssembler| {
+            a.dec(edx)?;
+            a.inc(edx)?;
+            a.mov(r8, rdx)
         },
     ];
     check(&ops, &random_rec);
