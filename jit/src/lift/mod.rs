@@ -221,24 +221,44 @@ fn host_mem() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-/// General-purpose registers (bit i: GPR i) the instructions of `blocks` read or write
-/// (implicit operands included): the ones a region keeps in SSA values across its edges.
-/// RFLAGS is not among them: edges leave it current in memory (lazy members get the status
-/// flags as records), and a block that needs it loads it — carried around a loop, it only
-/// took a register or a spill slot on every back edge.
+/// General-purpose registers (bit i: GPR i) that some block of `blocks` reads before it
+/// writes them (implicit operands and address registers included; a write of 8 or 16 bits
+/// counts as a read, it keeps the rest): the ones a region keeps in SSA values across its
+/// edges. A register every block writes before reading needs no value on entry: edges leave
+/// memory current (write-through), so it is neither loaded at the function's entry nor
+/// handed along its edges as a block parameter. RFLAGS is not among them either: edges
+/// leave it current in memory (lazy members get the status flags as records), and a block
+/// that needs it loads it — carried around a loop, it only took a register or a spill slot
+/// on every back edge.
 fn registers_used(blocks: &[&Block]) -> u32 {
     use iced_x86::{InstructionInfoFactory, OpAccess, Register};
     let mut fac = InstructionInfoFactory::new();
     let mut used = 0u32;
-    for d in blocks.iter().flat_map(|b| b.insns.iter()) {
-        for u in fac.info(&d.ins).used_registers() {
-            let r = u.register().full_register();
-            if !(Register::RAX..=Register::R15).contains(&r) {
-                continue;
+    for block in blocks {
+        let mut written = 0u32;
+        for d in &block.insns {
+            let info = fac.info(&d.ins);
+            let mut writes = 0u32;
+            for u in info.used_registers() {
+                let full = u.register().full_register();
+                if !(Register::RAX..=Register::R15).contains(&full) {
+                    continue;
+                }
+                let bit = 1u32 << (full as u32 - Register::RAX as u32);
+                let whole = u.register().size() >= 4;
+                let reads = match u.access() {
+                    OpAccess::Write => !whole,
+                    OpAccess::None | OpAccess::NoMemAccess => false,
+                    _ => true,
+                };
+                if reads && written & bit == 0 {
+                    used |= bit;
+                }
+                if matches!(u.access(), OpAccess::Write) && whole {
+                    writes |= bit;
+                }
             }
-            if u.access() != OpAccess::None {
-                used |= 1u32 << (r as u32 - Register::RAX as u32);
-            }
+            written |= writes;
         }
     }
     used
