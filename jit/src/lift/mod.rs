@@ -149,8 +149,9 @@ pub struct Lower<'a> {
     skip_enables: Vec<cranelift_codegen::ir::Inst>,
     exec_called: bool,
     pub stats: LowerStats,
-    /// The region: its blocks, the ones still to lower, the registers any of its instructions
-    /// reads or writes (GPRs only, see `registers_used`), `Frame::region_end`, the flag edge variables.
+    /// The region: its blocks, the ones still to lower, the registers it carries in SSA
+    /// values across its edges (`registers_used`), `Frame::region_end`, the flag edge
+    /// variables.
     members: Vec<Member>,
     work: Vec<usize>,
     regs_used: u32,
@@ -159,7 +160,7 @@ pub struct Lower<'a> {
     /// Recent zero extensions (IR block, value, size, result), reused for the same value in
     /// the same IR block: a register read twice at one width is extended once
     /// (`mem::Lower::zext`; `opt_level=none` does not merge them).
-    pub zext_memo: Vec<(IrBlock, Value, u8, Value)>,
+    zext_memo: Vec<(IrBlock, Value, u8, Value)>,
     /// A zero defined where the region starts (dominating every member): see
     /// `flags::Lower::edge_zero`.
     region_zero: Option<Value>,
