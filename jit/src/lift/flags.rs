@@ -237,33 +237,26 @@ impl Lower<'_> {
 
     /// `v`'s low `size` bytes as a sized integer (for signed compares).
     pub fn narrow(&mut self, v: Value, size: u8) -> Value {
-        // `uextend.i64 x` narrowed back to x's width is x.
-        let dfg = &self.b.func.dfg;
-        if let Some(inst) = dfg.value_def(v).inst() {
-            if let InstructionData::Unary {
+        match self.defining(v) {
+            // `uextend.i64 x` narrowed back to x's width is x.
+            Some(InstructionData::Unary {
                 opcode: Opcode::Uextend,
                 arg,
-            } = dfg.insts[inst]
-            {
-                if dfg.value_type(arg).bytes() == u32::from(size) {
-                    return arg;
-                }
-            }
+            }) if self.b.func.dfg.value_type(arg).bytes() == u32::from(size) => return arg,
             // A constant is made at the narrow type (an immediate operand for the host).
-            if let InstructionData::UnaryImm {
+            Some(InstructionData::UnaryImm {
                 opcode: Opcode::Iconst,
                 imm,
-            } = dfg.insts[inst]
-            {
+            }) if size < 8 => {
                 let ty = match size {
                     1 => types::I8,
                     2 => types::I16,
-                    4 => types::I32,
-                    _ => return v,
+                    _ => types::I32,
                 };
                 let m = (1u64 << (u32::from(size) * 8)) - 1;
                 return self.b.ins().iconst(ty, (imm.bits() as u64 & m) as i64);
             }
+            _ => {}
         }
         match size {
             1 => self.b.ins().ireduce(types::I8, v),
@@ -531,11 +524,9 @@ impl Lower<'_> {
     /// value defined at the region's start, so that a slot every edge into a block leaves
     /// empty is the same value on all of them, and SSA construction drops its block
     /// parameter (distinct constants would keep it, and the loop would move it around).
-    fn edge_zero(&mut self) -> Value {
-        match self.region_zero {
-            Some(z) => z,
-            None => self.iconst(0),
-        }
+    fn edge_zero(&self) -> Value {
+        self.region_zero
+            .expect("a region defines its zero before lowering its blocks")
     }
 
     /// At the start of a region block entered from other blocks: the two run-time records of

@@ -313,19 +313,9 @@ fn alu_value(
     size: u8,
 ) -> (Value, Option<Value>) {
     let mut cin = None;
-    if size == 4 && matches!(op, FlagOp::Add | FlagOp::Sub | FlagOp::Logic) {
-        // 32-bit: the operation at 32 bits, whose result x86 zero-extends for free, instead
-        // of a 64-bit one and a zero extension.
-        let (a, b) = (l.narrow(a, 4), l.narrow(b, 4));
-        let r = match (m, op) {
-            (_, FlagOp::Add) => l.b.ins().iadd(a, b),
-            (_, FlagOp::Sub) => l.b.ins().isub(a, b),
-            (Mnemonic::Or, _) => l.b.ins().bor(a, b),
-            (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
-            _ => l.b.ins().band(a, b),
-        };
-        return (l.b.ins().uextend(types::I64, r), None);
-    }
+    // 32-bit operations other than ADC/SBB are computed at 32 bits.
+    let at32 = size == 4 && !matches!(op, FlagOp::Adc | FlagOp::Sbb);
+    let (a, b) = at32_operands(l, at32, a, b);
     let r = match (m, op) {
         (_, FlagOp::Add) => l.b.ins().iadd(a, b),
         (_, FlagOp::Sub) => l.b.ins().isub(a, b),
@@ -345,7 +335,26 @@ fn alu_value(
         (Mnemonic::Xor, _) => l.b.ins().bxor(a, b),
         _ => l.b.ins().band(a, b),
     };
-    (l.zext(r, size), cin)
+    (at32_result(l, at32, r, size), cin)
+}
+
+/// The operands of an operation computed at 32 bits when `at32` (whose result the host
+/// zero-extends for free: x86 32-bit operations clear the upper half), else as they are.
+fn at32_operands(l: &mut Lower, at32: bool, a: Value, b: Value) -> (Value, Value) {
+    if at32 {
+        (l.narrow(a, 4), l.narrow(b, 4))
+    } else {
+        (a, b)
+    }
+}
+
+/// The result `r` of an operation on [`at32_operands`], zero-extended from `size` bytes.
+fn at32_result(l: &mut Lower, at32: bool, r: Value, size: u8) -> Value {
+    if at32 {
+        l.b.ins().uextend(types::I64, r)
+    } else {
+        l.zext(r, size)
+    }
 }
 
 /// #GP(0) at the current instruction (nothing of it done) when `target` is not canonical.
@@ -629,23 +638,13 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let size = op_size(ins, 0);
             let a = l.read_reg(ins.op0_register());
             let one = l.iconst(1);
-            let r = if size == 4 {
-                // At 32 bits: the host's zero extension is free.
-                let a32 = l.narrow(a, 4);
-                let r = if op == FlagOp::Inc {
-                    l.b.ins().iadd_imm_s(a32, 1)
-                } else {
-                    l.b.ins().iadd_imm_s(a32, -1)
-                };
-                l.b.ins().uextend(types::I64, r)
+            let (x, d) = at32_operands(l, size == 4, a, one);
+            let r = if op == FlagOp::Inc {
+                l.b.ins().iadd(x, d)
             } else {
-                let r = if op == FlagOp::Inc {
-                    l.b.ins().iadd(a, one)
-                } else {
-                    l.b.ins().isub(a, one)
-                };
-                l.zext(r, size)
+                l.b.ins().isub(x, d)
             };
+            let r = at32_result(l, size == 4, r, size);
             l.write_reg(ins.op0_register(), r);
             l.set_flags(op, a, one, r, size);
             l.retire();

@@ -97,17 +97,23 @@ impl Lower<'_> {
     /// an AND with one of those. `zext` and `narrow` use it to skip reduce/extend pairs that
     /// change nothing — 32-bit code produced one for every operand read, which Cranelift at
     /// `opt_level=none` emits as register moves.
-    pub fn known_bits(&self, v: Value) -> u32 {
+    fn known_bits(&self, v: Value) -> u32 {
         self.known_bits_depth(v, 2)
+    }
+
+    /// The instruction that defines `v`, if an instruction does (not a block parameter).
+    pub fn defining(&self, v: Value) -> Option<InstructionData> {
+        let dfg = &self.b.func.dfg;
+        dfg.value_def(v).inst().map(|i| dfg.insts[i])
     }
 
     fn known_bits_depth(&self, v: Value, depth: u32) -> u32 {
         let dfg = &self.b.func.dfg;
         let ty = dfg.value_type(v);
-        let Some(inst) = dfg.value_def(v).inst() else {
+        let Some(def) = self.defining(v) else {
             return ty.bits();
         };
-        let bits = match dfg.insts[inst] {
+        let bits = match def {
             InstructionData::Unary {
                 opcode: Opcode::Uextend,
                 arg,

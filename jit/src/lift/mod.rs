@@ -304,9 +304,10 @@ const FLAG_RECORD: [i32; 5] = [
 /// dispatcher folds). The dispatcher's own call
 /// (`entered` = 1, the third argument) skips the check it has just made, and so does a
 /// chained jump that knows the check would pass (same-page skips, `chain::ChainEntry::check`).
-/// Leaves the builder in the block where the function's body starts; returns the flag record the body starts with
-/// (`[code, a, b, res, cin]`), loaded there from the frame: what the chained jump handed over,
-/// or code 0 from the dispatcher ([`Frame::refresh`](crate::frame::Frame::refresh) clears it).
+/// Leaves the builder in the block where the function's body starts; returns the flag record
+/// the body starts with (`[code, a, b, res, cin]`), loaded there from the frame: what the
+/// chained jump handed over, or code 0 from the dispatcher
+/// ([`Frame::refresh`](crate::frame::Frame::refresh) clears it).
 /// The frame keeps that record until an exit replaces it, so an exit that hands the same
 /// record on need not store it again (see [`Lower::store_flags_for_exit`]).
 fn entry_check(
@@ -341,13 +342,12 @@ fn entry_check(
     ok = b.ins().band(ok, c);
     let table = ld(b, frame, Frame::OFF_CODE_TABLE);
     for (page, word) in entry.code_words() {
-        let w = match i32::try_from(page.wrapping_mul(4)) {
-            Ok(o) => b.ins().uload32(host_mem(), table, o),
-            Err(_) => {
-                let at = b.ins().iadd_imm_s(table, page.wrapping_mul(4) as i64);
-                b.ins().uload32(host_mem(), at, 0)
-            }
+        let off = page.wrapping_mul(4);
+        let (base, off) = match i32::try_from(off) {
+            Ok(o) => (table, o),
+            Err(_) => (b.ins().iadd_imm_s(table, off as i64), 0),
         };
+        let w = b.ins().uload32(host_mem(), base, off);
         let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
         ok = b.ins().band(ok, c);
     }
