@@ -113,3 +113,56 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
         .map(|(_, (b, _))| b)
         .collect()
 }
+
+/// For each block of `blocks` (entry first): the registers of `keep` that may differ from
+/// memory when the block is entered through a jump inside the region, given the registers
+/// each block writes (`written`). A block's stores of `keep` registers wait for an exit, so
+/// what one block writes stays dirty in every block it reaches. Successors are taken
+/// generously (every instruction's next address and direct target that starts a block, and
+/// every return site after a RET or indirect branch), so the sets may be larger than
+/// needed, never smaller. The function entry brings nothing dirty.
+pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32> {
+    use iced_x86::{FlowControl as F, OpKind};
+    let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
+    let sites = return_sites(blocks.iter().copied());
+    let succ: Vec<Vec<usize>> = blocks
+        .iter()
+        .map(|b| {
+            let mut targets = Vec::new();
+            for d in b.insns.iter() {
+                let ins = &d.ins;
+                targets.push(ins.next_ip());
+                if matches!(
+                    ins.op0_kind(),
+                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                ) {
+                    targets.push(ins.near_branch_target());
+                }
+                if matches!(
+                    ins.flow_control(),
+                    F::Return | F::IndirectBranch | F::IndirectCall
+                ) {
+                    targets.extend(sites.iter().copied());
+                }
+            }
+            (0..blocks.len())
+                .filter(|&j| targets.contains(&starts[j]))
+                .collect()
+        })
+        .collect();
+    let mut dirty = vec![0u32; blocks.len()];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..blocks.len() {
+            let out = (dirty[i] | written[i]) & keep;
+            for &j in &succ[i] {
+                if dirty[j] | out != dirty[j] {
+                    dirty[j] |= out;
+                    changed = true;
+                }
+            }
+        }
+    }
+    dirty
+}

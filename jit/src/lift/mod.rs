@@ -87,6 +87,10 @@ struct Member {
     /// Entered with the flags as run-time records (it overwrites every status flag before
     /// anything reads them); otherwise the edges fold the flags into RFLAGS first.
     lazy_flags: bool,
+    /// Its first instruction overwrites every status flag and cannot leave the block: the
+    /// flags it is entered with are dead, so the edges' records are not read (and SSA
+    /// construction gives the block no parameters for them).
+    flags_dead: bool,
     /// Starts right after a CALL of the region: a RET or indirect jump to it (a run-time
     /// target) becomes a jump inside the function.
     ret_site: bool,
@@ -155,6 +159,10 @@ pub struct Lower<'a> {
     members: Vec<Member>,
     work: Vec<usize>,
     regs_used: u32,
+    /// The carried registers some block of the region writes: their stores are deferred to
+    /// the exits (no write-through at edges or before memory accesses), so they count as
+    /// dirty from every member's start.
+    keep: u32,
     region_end: Option<Value>,
     edge: Option<EdgeVars>,
     /// Recent zero extensions (IR block, value, size, result), reused for the same value in
@@ -265,13 +273,35 @@ fn registers_used(blocks: &[&Block]) -> u32 {
     used
 }
 
+/// The general-purpose registers some instruction of `blocks` writes, in whole or in part
+/// (iced's account, which includes implicit operands such as MUL's RDX or PUSH's RSP).
+fn registers_written(blocks: &[&Block]) -> u32 {
+    use iced_x86::{InstructionInfoFactory, OpAccess, Register};
+    let mut fac = InstructionInfoFactory::new();
+    let mut written = 0u32;
+    for d in blocks.iter().flat_map(|b| b.insns.iter()) {
+        for u in fac.info(&d.ins).used_registers() {
+            let full = u.register().full_register();
+            if (Register::RAX..=Register::R15).contains(&full)
+                && !matches!(
+                    u.access(),
+                    OpAccess::Read | OpAccess::CondRead | OpAccess::None | OpAccess::NoMemAccess
+                )
+            {
+                written |= 1u32 << (full as u32 - Register::RAX as u32);
+            }
+        }
+    }
+    written
+}
+
 /// Does `block` overwrite every status flag (natively) before anything could read them: an
 /// instruction that reads flags, the trampoline, or the block's end? Then its edges may hand
 /// the flags over lazily.
-fn overwrites_flags_first(block: &Block) -> bool {
+fn overwrites_flags_first(insns: &[DecodedInsn]) -> bool {
     use iced_x86::RflagsBits as R;
     let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
-    for d in block.insns.iter() {
+    for d in insns {
         if !insn::is_native(d) || d.ins.rflags_read() & status != 0 {
             return false;
         }
@@ -285,6 +315,41 @@ fn overwrites_flags_first(block: &Block) -> bool {
         }
     }
     false
+}
+
+/// Is the first instruction of `block` one that always defines every status flag from its
+/// operands alone (ADD, SUB, CMP, AND, OR, XOR, TEST, NEG: unlike a shift by a count that
+/// may be 0, or an instruction leaving some flag "undefined" as the interpreter keeps it),
+/// lowered natively, with no way to leave the block before it does (no memory or stack
+/// operand, no branch)? Then nothing can observe the flags the block is entered with.
+fn first_overwrites_flags(block: &Block) -> bool {
+    use iced_x86::{FlowControl, Mnemonic as M, OpKind};
+    let Some(d) = block.insns.first() else {
+        return false;
+    };
+    let defines_all = matches!(
+        d.ins.mnemonic(),
+        M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg
+    );
+    let registers_only = (0..d.ins.op_count()).all(|i| {
+        matches!(
+            d.ins.op_kind(i),
+            OpKind::Register
+                | OpKind::Immediate8
+                | OpKind::Immediate16
+                | OpKind::Immediate32
+                | OpKind::Immediate64
+                | OpKind::Immediate8to16
+                | OpKind::Immediate8to32
+                | OpKind::Immediate8to64
+                | OpKind::Immediate32to64
+        )
+    });
+    defines_all
+        && registers_only
+        && !d.ins.has_lock_prefix()
+        && d.ins.flow_control() == FlowControl::Next
+        && overwrites_flags_first(core::slice::from_ref(d))
 }
 
 /// Where a flag record handed over by a chained jump travels: `[code, a, b, res, cin]`.
@@ -400,6 +465,12 @@ pub fn lower_region(
     b.def_var(ret_var, r0);
     let region = crate::region::is_region(blocks);
     let regs_used = if region { registers_used(blocks) } else { 0 };
+    let written: Vec<u32> = blocks
+        .iter()
+        .map(|b| registers_written(core::slice::from_ref(b)))
+        .collect();
+    let keep = regs_used & written.iter().fold(0, |a, w| a | w) & GPRS;
+    let entry_dirty = crate::region::dirty_on_entry(blocks, &written, keep);
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let members = blocks
         .iter()
@@ -409,7 +480,8 @@ pub fn lower_region(
                 rip,
                 len: blk.insns.len() as u64,
                 ir: None,
-                lazy_flags: overwrites_flags_first(blk),
+                lazy_flags: overwrites_flags_first(&blk.insns),
+                flags_dead: first_overwrites_flags(blk),
                 ret_site: ret_sites.contains(&rip),
             }
         })
@@ -448,6 +520,7 @@ pub fn lower_region(
         members,
         work: Vec::new(),
         regs_used,
+        keep,
         region_end: None,
         edge: None,
         zext_memo: Vec::new(),
@@ -496,12 +569,15 @@ pub fn lower_region(
             let blk = l.members[i].ir.expect("queued blocks have an IR block");
             l.b.switch_to_block(blk);
             l.loaded = regs_used;
-            // Edges write the registers through: memory is up to date on entry.
-            l.dirty = 0;
+            // Edges write the registers through, except the carried ones the region writes:
+            // those the blocks before this one may have changed can differ from memory.
+            l.dirty = entry_dirty[i];
             l.k = 0;
             l.ret_stale = true;
             l.rip_in_memory = false;
-            if l.members[i].lazy_flags {
+            if l.members[i].flags_dead {
+                l.pending.clear();
+            } else if l.members[i].lazy_flags {
                 let edge = l.edge.take().expect("edge variables");
                 l.flags_from_edge(&edge);
                 l.edge = Some(edge);
@@ -760,12 +836,13 @@ impl Lower<'_> {
         } else if let Some(f) = self.flags_value() {
             self.b.def_var(self.vars[RFLAGS], f);
         }
-        // ... and memory up to date (it enters with nothing dirty, so that its exits store
-        // only what it changes itself).
+        // ... and memory up to date except for the registers whose stores wait for an exit
+        // (it enters with only those dirty, so that its exits store only them and what it
+        // changes itself).
         if !lazy && !self.pending.is_empty() {
             self.dirty |= 1 << RFLAGS;
         }
-        self.store_regs(self.dirty);
+        self.store_regs(self.dirty & !self.keep);
         self.b.def_var(self.ret_var, r);
         let target = self.member_block(t);
         self.b.ins().jump(target, &[]);
@@ -784,10 +861,11 @@ impl Lower<'_> {
         }
     }
 
-    /// Store the dirty general-purpose registers (main path); they stay in their variables.
+    /// Store the dirty general-purpose registers (main path) except those a region keeps for
+    /// its exits; they stay in their variables.
     fn flush_regs(&mut self) {
-        self.store_regs(self.dirty & GPRS);
-        self.dirty &= 1 << RFLAGS;
+        self.store_regs(self.dirty & GPRS & !self.keep);
+        self.dirty &= (1 << RFLAGS) | self.keep;
     }
 
     // ----- registers -----
