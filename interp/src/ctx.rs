@@ -20,6 +20,8 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub fn new(cpu: &'a mut Cpu, ram: &'a mut GuestRam, bus: &'a mut dyn Bus) -> Self {
+        // The TLB's entries hold host addresses into this RAM (see `Tlb::set_host_base`).
+        cpu.tlb.set_host_base(ram.bytes().as_ptr() as u64);
         Ctx {
             cpu,
             ram,

@@ -16,25 +16,30 @@ pub const TLB_ENTRIES: usize = 2048;
 const WORDS: usize = TLB_ENTRIES / 64;
 const _: () = assert!(TLB_ENTRIES.is_power_of_two() && TLB_ENTRIES >= 64);
 
-/// Bytes per TLB entry in [`Tlb::raw_table`]: `{ tag: u64, delta: u64 }`.
+/// Bytes per TLB entry in [`Tlb::raw_table`]: `{ tag: u64, host: u64 }`.
 pub const TLB_ENTRY_BYTES: u64 = 16;
 
-/// `#[repr(C)]`: the JIT reads entries inline (tag at offset 0, delta at offset 8).
+/// `#[repr(C)]`: the JIT reads entries inline (tag at offset 0, host at offset 8).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TlbEntry {
     /// Linear page number, or `u64::MAX` when empty.
     tag: u64,
-    /// Physical page address minus linear page address (wrapping): the physical address of
-    /// linear `lin` in the page is `lin + delta`, one addition (the JIT's fast path adds it
-    /// and the RAM base to the linear address). Always RAM: MMIO pages are never cached.
-    delta: u64,
+    /// Host address of the page in guest RAM minus the linear page address (wrapping):
+    /// `host_base + physical page - linear page`, with the [`Tlb`]'s `host_base`. The host
+    /// address of linear `lin` in the page is `lin + host`, one addition (the JIT's fast
+    /// path); its physical address `lin + host - host_base`. Always RAM: MMIO pages are never
+    /// cached. Nothing the guest can observe depends on the host part: the interpreter only
+    /// ever uses the physical address, and `host_base` is the same in every entry.
+    host: u64,
 }
 
 impl TlbEntry {
     /// The physical page address of a filled entry.
-    fn phys(&self) -> u64 {
-        self.delta.wrapping_add(self.tag << PAGE_SHIFT)
+    fn phys(&self, host_base: u64) -> u64 {
+        self.host
+            .wrapping_sub(host_base)
+            .wrapping_add(self.tag << PAGE_SHIFT)
     }
 }
 
@@ -42,7 +47,7 @@ const _: () = assert!(std::mem::size_of::<TlbEntry>() as u64 == TLB_ENTRY_BYTES)
 
 const EMPTY: TlbEntry = TlbEntry {
     tag: u64::MAX,
-    delta: 0,
+    host: 0,
 };
 
 /// Per-entry side data (same index as the entry): bits 0..4 = page size bits - 12 of the
@@ -189,6 +194,9 @@ pub struct Tlb {
     pdptes: Option<[u64; 4]>,
     /// Moves on with every change of anything above ([`Tlb::version`]).
     version: u64,
+    /// Host address of guest RAM's first byte, as the entries' `host` fields include it
+    /// ([`Tlb::set_host_base`]; 0 until set).
+    host_base: u64,
 }
 
 impl Default for Tlb {
@@ -202,6 +210,7 @@ impl Default for Tlb {
             exec_epoch: fresh_epoch(),
             pdptes: None,
             version: fresh_epoch(),
+            host_base: 0,
         }
     }
 }
@@ -231,7 +240,11 @@ impl Tlb {
     pub fn lookup(&self, lin: u64, access: Access) -> Option<u64> {
         let vpn = lin >> PAGE_SHIFT;
         let e = self.table(access).entries[Self::slot(vpn)];
-        (e.tag == vpn).then_some(e.delta.wrapping_add(lin & !0xfff))
+        (e.tag == vpn).then_some(
+            e.host
+                .wrapping_sub(self.host_base)
+                .wrapping_add(lin & !0xfff),
+        )
     }
 
     /// Make the current set the one for user (CPL 3) accesses if `user`, else supervisor.
@@ -291,18 +304,45 @@ impl Tlb {
         let vpn = lin >> PAGE_SHIFT;
         let e = TlbEntry {
             tag: vpn,
-            delta: phys.wrapping_sub(vpn << PAGE_SHIFT),
+            host: self
+                .host_base
+                .wrapping_add(phys)
+                .wrapping_sub(vpn << PAGE_SHIFT),
         };
         self.cur.tables[index(access)].fill(Self::slot(vpn), e, meta);
     }
 
     /// For lockstep-jit's inline fast path: the first entry of the current set's table for
-    /// `access`. [`TLB_ENTRIES`] entries of [`TLB_ENTRY_BYTES`] each, `#[repr(C)] { tag, delta }`:
-    /// `tag` is the linear page number (`u64::MAX` when empty), `delta` the physical page
-    /// address (RAM) minus the linear page address, wrapping. The tables are boxed: the pointer stays valid while the `Tlb` lives and
+    /// `access`. [`TLB_ENTRIES`] entries of [`TLB_ENTRY_BYTES`] each, `#[repr(C)] { tag, host }`:
+    /// `tag` is the linear page number (`u64::MAX` when empty), `host` the page's host
+    /// address in guest RAM minus the linear page address, wrapping (valid for the RAM
+    /// whose base was last given to [`Tlb::set_host_base`]). The tables are boxed: the pointer stays valid while the `Tlb` lives and
     /// no privilege swap ([`Tlb::set_user`]) happens; the JIT re-reads it before each block.
     pub fn raw_table(&self, access: Access) -> *const u64 {
         self.table(access).entries.as_ptr().cast()
+    }
+
+    /// Make the entries hold host addresses into the guest RAM whose first byte is at host
+    /// address `base` (the machine's RAM, before anything reads the tables' `host` fields
+    /// directly). A different base moves every filled entry along; the physical addresses
+    /// they give stay the same.
+    #[inline]
+    pub fn set_host_base(&mut self, base: u64) {
+        if self.host_base != base {
+            self.rebase(base);
+        }
+    }
+
+    #[cold]
+    fn rebase(&mut self, base: u64) {
+        let moved = base.wrapping_sub(self.host_base);
+        self.host_base = base;
+        for t in self.all_tables() {
+            let occ = t.occ;
+            for_each_set(&occ, |s| {
+                t.entries[s].host = t.entries[s].host.wrapping_add(moved);
+            });
+        }
     }
 
     /// lockstep-jit's `--verify` mode: stop (or resume) caching write translations, and drop
@@ -365,7 +405,8 @@ impl Tlb {
         self.version = self.version.wrapping_add(1);
         let w = index(Access::Write);
         for set in [&mut self.cur, &mut self.other] {
-            set.tables[w].drop_where(|e, _| e.phys() == phys_page);
+            let base = self.host_base;
+            set.tables[w].drop_where(|e, _| e.phys(base) == phys_page);
         }
     }
 

@@ -32,7 +32,7 @@ impl Tlb {
         (0..TLB_ENTRIES)
             .map(|s| {
                 let e = tb.entries[s];
-                (e.tag != u64::MAX).then_some((e.tag, e.phys(), tb.meta[s]))
+                (e.tag != u64::MAX).then_some((e.tag, e.phys(self.host_base), tb.meta[s]))
             })
             .collect()
     }
@@ -227,6 +227,41 @@ fn flush_writes_to_drops_only_write_entries_of_that_frame() {
     tlb.insert(0x4000, Access::Write, 0xa000);
     tlb.check_bitmaps();
     assert_eq!(tlb.filled(), 1);
+}
+
+/// The `host` field of the entry for `lin` in the current set's table for `a`, as the JIT
+/// reads it.
+fn raw_host(tlb: &Tlb, lin: u64, a: Access) -> u64 {
+    let slot = ((lin >> PAGE_SHIFT) as usize) & (TLB_ENTRIES - 1);
+    // SAFETY: the table has TLB_ENTRIES entries of two u64 words; `slot` is below that.
+    unsafe { *tlb.raw_table(a).add(slot * 2 + 1) }
+}
+
+#[test]
+fn entries_follow_the_host_base_and_keep_their_physical_pages() {
+    let mut tlb = Tlb::default();
+    tlb.set_host_base(0x7000_0000_0000);
+    tlb.insert(0x1000, Access::Read, 0x8000);
+    tlb.insert(0x5000, Access::Write, 0x9000);
+    assert_eq!(
+        raw_host(&tlb, 0x1000, Access::Read),
+        0x7000_0000_0000 + 0x8000 - 0x1000
+    );
+    // A new base moves every filled entry; lookups and flushes by frame see the same pages.
+    tlb.set_host_base(0x5555_0000_0000);
+    assert_eq!(
+        raw_host(&tlb, 0x1000, Access::Read),
+        0x5555_0000_0000 + 0x7000
+    );
+    assert_eq!(
+        raw_host(&tlb, 0x5000, Access::Write),
+        0x5555_0000_0000 + 0x4000
+    );
+    assert_eq!(tlb.lookup(0x1abc, Access::Read), Some(0x8000));
+    assert_eq!(tlb.lookup(0x5000, Access::Write), Some(0x9000));
+    tlb.flush_writes_to(0x9000);
+    assert_eq!(tlb.lookup(0x5000, Access::Write), None);
+    assert_eq!(tlb.lookup(0x1000, Access::Read), Some(0x8000));
 }
 
 #[test]

@@ -308,6 +308,7 @@ impl Compiler {
         keep_ir: bool,
         native: bool,
         looped: bool,
+        ram_base: u64,
     ) -> Result<Compiled, String> {
         let name = format!("blk{}", self.next);
         self.next += 1;
@@ -324,14 +325,16 @@ impl Compiler {
         let table = self.chain_table;
         let addrs = self.helpers;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let stats = lift::lower_region(builder, blocks, native, frontend, table, |b| HelperSigs {
-            exec: b.import_signature(hs[0].clone()),
-            load: b.import_signature(hs[1].clone()),
-            store: b.import_signature(hs[2].clone()),
-            raise: b.import_signature(hs[3].clone()),
-            fold: b.import_signature(hs[4].clone()),
-            block: b.import_signature(bsig.clone()),
-            addrs,
+        let stats = lift::lower_region(builder, blocks, native, frontend, table, ram_base, |b| {
+            HelperSigs {
+                exec: b.import_signature(hs[0].clone()),
+                load: b.import_signature(hs[1].clone()),
+                store: b.import_signature(hs[2].clone()),
+                raise: b.import_signature(hs[3].clone()),
+                fold: b.import_signature(hs[4].clone()),
+                block: b.import_signature(bsig.clone()),
+                addrs,
+            }
         });
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
         // Host-side diagnostics only (never reaches the guest), and only when asked for: the

@@ -702,9 +702,13 @@ impl Jit {
                 let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
                 let looped = crate::region::is_loop(&blocks);
                 let t0 = Instant::now();
-                let compiled =
-                    self.compiler
-                        .compile(&blocks, self.config.keep_ir, self.config.native, looped);
+                let compiled = self.compiler.compile(
+                    &blocks,
+                    self.config.keep_ir,
+                    self.config.native,
+                    looped,
+                    ram.bytes().as_ptr() as u64,
+                );
                 self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
                 let i = *self.index.get(key).expect("entry present") as usize;
                 let e = &mut self.entries[i];

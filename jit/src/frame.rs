@@ -1,5 +1,5 @@
 //! The block frame: one `#[repr(C)]` record per engine run that compiled blocks and their
-//! helpers share (context pointer, retired counter, TLB tables, RAM base, exit reason).
+//! helpers share (context pointer, retired counter, TLB tables, exit reason).
 
 use core::mem::offset_of;
 use lockstep_interp::mmu::Access;
@@ -25,11 +25,10 @@ pub struct Frame {
     pub retired: *mut u64,
     /// The `Ctx` of the current run (lifetime erased; only used while the run lasts).
     pub ctx: *mut Ctx<'static>,
-    /// Read and write TLB tables (see `lockstep_interp::mmu::Tlb::raw_table`).
+    /// Read and write TLB tables (see `lockstep_interp::mmu::Tlb::raw_table`; their entries
+    /// hold host addresses into this machine's RAM, `Ctx::new` sees to that).
     pub tlb_read: *const u64,
     pub tlb_write: *const u64,
-    /// Host address of guest physical address 0.
-    pub ram_base: *mut u8,
     /// `cpu.budget_end`: compiled code compares it after instructions that may retire more
     /// than one (REP strings).
     pub budget_end: u64,
@@ -69,7 +68,6 @@ impl Frame {
     pub const OFF_RETIRED: i32 = offset_of!(Frame, retired) as i32;
     pub const OFF_TLB_READ: i32 = offset_of!(Frame, tlb_read) as i32;
     pub const OFF_TLB_WRITE: i32 = offset_of!(Frame, tlb_write) as i32;
-    pub const OFF_RAM_BASE: i32 = offset_of!(Frame, ram_base) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
     pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
@@ -93,7 +91,6 @@ impl Frame {
             ctx: core::ptr::null_mut(),
             tlb_read: core::ptr::null(),
             tlb_write: core::ptr::null(),
-            ram_base: core::ptr::null_mut(),
             budget_end: 0,
             mem_fault: 0,
             tlb_exec: core::ptr::null(),
@@ -118,7 +115,6 @@ impl Frame {
     pub fn refresh(&mut self, ctx: &mut Ctx<'_>) {
         self.state = &raw mut ctx.cpu.state;
         self.retired = &raw mut ctx.cpu.retired;
-        self.ram_base = ctx.ram.bytes_mut().as_mut_ptr();
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
         self.region_end = ctx.cpu.budget_end;

@@ -121,6 +121,20 @@ fn run(how: Remap, slice: u64) -> u64 {
     b.cpu.state.gpr[reg::RAX]
 }
 
+/// The other side of the checks: while nothing changes, they pass. The loop calls TARGET
+/// 2 * LOOPS times through chained jumps, each checked at the callee's entry (a different
+/// page); a check that failed would send every call back to the dispatcher.
+#[test]
+fn unchanged_targets_pass_the_entry_check() {
+    let mut a = machine(Remap::NoFlush);
+    let mut b = machine(Remap::NoFlush);
+    let (jit, stop) = common::run_sys(&mut a, &mut b, 1 << 30);
+    assert_eq!(stop, ExitReason::Halt);
+    let s = &jit.stats;
+    assert!(s.chained_runs > LOOPS as u64, "{}", s.summary());
+    assert!(s.lookups < 100, "{}", s.summary());
+}
+
 #[test]
 fn remapped_page_with_invlpg_runs_the_new_code() {
     for slice in [1 << 30, 997] {

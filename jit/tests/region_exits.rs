@@ -124,5 +124,9 @@ fn a_loop_head_that_may_keep_the_flags_gets_them_from_the_edge() {
     let (m, jit, _) = compare(&code, &[1 << 20], eager_config(), &|_| {});
     assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
     // Some carries came from IMUL (count 0), some from the shift.
-    assert!(m.gpr(reg::R8) > 0 && m.gpr(reg::R8) < 1000, "{}", m.gpr(reg::R8));
+    assert!(
+        m.gpr(reg::R8) > 0 && m.gpr(reg::R8) < 1000,
+        "{}",
+        m.gpr(reg::R8)
+    );
 }

@@ -327,8 +327,8 @@ impl Lower<'_> {
         }
     }
 
-    /// Read TLB, write TLB and RAM base pointers (loaded once, on the main path).
-    pub(super) fn mem_base(&mut self) -> (Value, Value, Value) {
+    /// Read TLB and write TLB pointers (loaded once, on the main path).
+    pub(super) fn mem_base(&mut self) -> (Value, Value) {
         if let Some(m) = self.mem_base {
             return m;
         }
@@ -341,12 +341,8 @@ impl Lower<'_> {
             .b
             .ins()
             .load(types::I64, host_mem(), f, Frame::OFF_TLB_WRITE);
-        let ram = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), f, Frame::OFF_RAM_BASE);
-        self.mem_base = Some((r, w, ram));
-        (r, w, ram)
+        self.mem_base = Some((r, w));
+        (r, w)
     }
 
     /// TLB probe: (hit and the access stays inside the page, address of the entry). One
@@ -374,12 +370,11 @@ impl Lower<'_> {
         (ok, entry)
     }
 
-    /// Host address of a TLB hit: RAM base + the entry's delta (physical minus linear page
-    /// address) + the linear address.
-    pub(super) fn host_addr(&mut self, entry: Value, lin: Value, ram: Value) -> Value {
-        let delta = self.b.ins().load(types::I64, host_mem(), entry, 8);
-        let p = self.b.ins().iadd(ram, delta);
-        self.b.ins().iadd(p, lin)
+    /// Host address of a TLB hit: the entry's `host` (the page's host address minus the
+    /// linear page address) + the linear address.
+    pub(super) fn host_addr(&mut self, entry: Value, lin: Value) -> Value {
+        let host = self.b.ins().load(types::I64, host_mem(), entry, 8);
+        self.b.ins().iadd(host, lin)
     }
 
     /// Load `size` bytes at `a` (zero-extended). A fault leaves the block with RIP at the
@@ -396,7 +391,7 @@ impl Lower<'_> {
     }
 
     fn load_x(&mut self, a: Addr, size: u8, rmw: bool) -> Value {
-        let (tr, _, ram) = self.mem_base();
+        let (tr, _) = self.mem_base();
         let role = if rmw {
             Role::None
         } else {
@@ -404,7 +399,7 @@ impl Lower<'_> {
         };
         let join = self.b.create_block();
         self.b.append_block_param(join, types::I64);
-        let slow = self.fast_paths(tr, ram, a.lin, size, role, |l, host| {
+        let slow = self.fast_paths(tr, a.lin, size, role, |l, host| {
             let v = match size {
                 1 => l.b.ins().uload8(types::I64, guest_mem(), host, 0),
                 2 => l.b.ins().uload16(types::I64, guest_mem(), host, 0),
@@ -450,7 +445,6 @@ impl Lower<'_> {
     fn fast_paths(
         &mut self,
         table: Value,
-        ram: Value,
         lin: Value,
         size: u8,
         role: Role,
@@ -465,7 +459,7 @@ impl Lower<'_> {
         }
         let (ok, entry) = self.tlb_probe(table, lin, size);
         let slow = self.fast_or_cold(ok);
-        let host = self.host_addr(entry, lin, ram);
+        let host = self.host_addr(entry, lin);
         if let Role::First(i) = role {
             self.group_record(i, lin, host);
         }
@@ -510,12 +504,12 @@ impl Lower<'_> {
     /// interpreter (to a device or into decoded code, see `helpers::store`), leaves the block
     /// with RIP at the current instruction; nothing is left to test after it.
     pub fn store(&mut self, a: Addr, size: u8, v: Value) {
-        let (_, tw, ram) = self.mem_base();
+        let (_, tw) = self.mem_base();
         let role = self.group_role(a.key, true);
         let join = self.b.create_block();
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
-        let slow = self.fast_paths(tw, ram, a.lin, size, role, |l, host| {
+        let slow = self.fast_paths(tw, a.lin, size, role, |l, host| {
             match size {
                 1 => l.b.ins().istore8(guest_mem(), v, host, 0),
                 2 => l.b.ins().istore16(guest_mem(), v, host, 0),

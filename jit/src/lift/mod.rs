@@ -127,8 +127,8 @@ pub struct Lower<'a> {
     sse_ok: Option<Value>,
     /// The same for VEX instructions (CR4.OSXSAVE, XCR0, CR0.TS).
     avx_ok: Option<Value>,
-    /// Read TLB, write TLB, RAM base (loaded at their first use on the main path).
-    mem_base: Option<(Value, Value, Value)>,
+    /// Read TLB, write TLB (loaded at their first use on the main path).
+    mem_base: Option<(Value, Value)>,
     sigs: HelperSigs,
     /// Address of the chain table (`crate::chain`).
     chain_table: u64,
@@ -381,6 +381,7 @@ fn entry_check(
     frame: Value,
     entered: Value,
     entry: &Block,
+    ram_base: u64,
 ) -> [Value; 5] {
     use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
     let key = entry.key();
@@ -400,10 +401,12 @@ fn entry_check(
     let off = ((vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES) as i32;
     let tag = ld(b, tlb, off);
     let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
-    // The entry's delta: physical minus linear page address.
-    let delta = ld(b, tlb, off + 8);
-    let want = (key.phys & !0xfff).wrapping_sub(key.rip & !0xfff);
-    let c = b.ins().icmp_imm_s(IntCC::Equal, delta, want as i64);
+    // The entry's host field: the page's host address in RAM minus its linear address.
+    let host = ld(b, tlb, off + 8);
+    let want = ram_base
+        .wrapping_add(key.phys & !0xfff)
+        .wrapping_sub(key.rip & !0xfff);
+    let c = b.ins().icmp_imm_s(IntCC::Equal, host, want as i64);
     ok = b.ins().band(ok, c);
     let table = ld(b, frame, Frame::OFF_CODE_TABLE);
     for (page, word) in entry.code_words() {
@@ -445,6 +448,7 @@ pub fn lower_region(
     native: bool,
     frontend: cranelift_codegen::isa::TargetFrontendConfig,
     chain_table: u64,
+    ram_base: u64,
     sig_for: impl Fn(&mut FunctionBuilder<'_>) -> HelperSigs,
 ) -> LowerStats {
     let entry = b.create_block();
@@ -455,7 +459,7 @@ pub fn lower_region(
     let frame = b.block_params(entry)[1];
     let entered = b.block_params(entry)[2];
     let sigs = sig_for(&mut b);
-    let incoming = entry_check(&mut b, state, frame, entered, blocks[0]);
+    let incoming = entry_check(&mut b, state, frame, entered, blocks[0], ram_base);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let retired_ptr = b

@@ -130,11 +130,11 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
                 // Only a RAM access that hits the TLB is read here: a cold path may run the
                 // handler, which reads the operand again (harmless for RAM only).
                 let a = l.mem_addr(ins);
-                let (tr, _, ram) = l.mem_base();
+                let (tr, _) = l.mem_base();
                 let (hit, entry) = l.tlb_probe(tr, a.lin, size);
                 let miss = l.b.ins().icmp_imm_s(IntCC::Equal, hit, 0);
                 handler_exit_if(l, miss, d);
-                let host = l.host_addr(entry, a.lin, ram);
+                let host = l.host_addr(entry, a.lin);
                 let mf = super::guest_mem();
                 match size {
                     1 => l.b.ins().uload8(types::I64, mf, host, 0),

@@ -275,7 +275,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     if ins.op_kind(nb) == OpKind::Memory {
         let a = l.mem_addr(ins);
         let size = ins.memory_size().size() as u8;
-        let (tr, _, ram) = l.mem_base();
+        let (tr, _) = l.mem_base();
         let (hit, entry) = l.tlb_probe(tr, a.lin, size);
         ok = l.b.ins().band(ok, hit);
         if size == 16 {
@@ -283,7 +283,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
             let al = l.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
             ok = l.b.ins().band(ok, al);
         }
-        host = Some((entry, a.lin, ram));
+        host = Some((entry, a.lin));
     }
     // Values the slow path must not change: a GPR source, and RFLAGS (COMIS keeps its
     // non-status bits), read on the main path.
@@ -304,7 +304,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
 
     // The computation, and the checks that need its operands and result.
     l.b.switch_to_block(fast);
-    let haddr = host.map(|(entry, lin, ram)| l.host_addr(entry, lin, ram));
+    let haddr = host.map(|(entry, lin)| l.host_addr(entry, lin));
     let res = compute(l, ins, spec, haddr, gpr_src);
     l.b.ins().brif(res.ok, commit, &[], slow, &[]);
     l.b.seal_block(commit);

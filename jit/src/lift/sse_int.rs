@@ -457,7 +457,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     if let Some(n) = mem_n {
         let a = l.mem_addr(ins);
         let size = ins.memory_size().size() as u8;
-        let (tr, tw, ram) = l.mem_base();
+        let (tr, tw) = l.mem_base();
         let (hit, entry) = l.tlb_probe(if n == 0 { tw } else { tr }, a.lin, size);
         ok = l.b.ins().band(ok, hit);
         if spec.align > 1 {
@@ -465,7 +465,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
             let al = l.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
             ok = l.b.ins().band(ok, al);
         }
-        host = Some((entry, a.lin, ram));
+        host = Some((entry, a.lin));
     }
     // A GPR source is read on the main path (both paths then agree on its variable).
     let gpr_src = (0..ins.op_count())
@@ -515,7 +515,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     l.b.ins().jump(join, &[]);
 
     l.b.switch_to_block(fast);
-    let haddr = host.map(|(entry, lin, ram)| l.host_addr(entry, lin, ram));
+    let haddr = host.map(|(entry, lin)| l.host_addr(entry, lin));
     // (A GPR destination is written through `write_reg`: loaded and dirty from here on.)
     fast_path(l, ins, spec, haddr, gpr_src);
     l.b.ins().jump(join, &[]);
