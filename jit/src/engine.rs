@@ -620,7 +620,11 @@ impl Jit {
         while i < out.len() {
             let b = out[i].clone();
             i += 1;
-            for t in crate::region::successors(&b) {
+            let mut targets = crate::region::successors(&b);
+            if crate::region::ends_in_indirect_jump(&b) {
+                targets.extend(self.jump_candidates(key));
+            }
+            for t in targets {
                 if out.len() >= self.config.region_blocks {
                     return self.region_shape(out);
                 }
@@ -658,6 +662,27 @@ impl Jit {
             }
         }
         self.region_shape(out)
+    }
+
+    /// Where an indirect JMP in the code page of `key` may go, for a region: the blocks of
+    /// that page (same physical page, same linear page) in the cache, most often run first
+    /// (then by address, so the order is deterministic). The region keeps those that pass its
+    /// usual tests; the jump compares its target with each of them at run time.
+    fn jump_candidates(&self, key: &BlockKey) -> Vec<u64> {
+        let (page, phys) = (key.rip & !0xfff, key.phys & !0xfff);
+        let mut found: Vec<(u32, u64)> = self
+            .entries
+            .iter()
+            .filter(|e| {
+                e.key.rip & !0xfff == page
+                    && e.key.phys & !0xfff == phys
+                    && e.key.bitness == 64
+                    && e.count >= self.config.threshold
+            })
+            .map(|e| (e.count, e.key.rip))
+            .collect();
+        found.sort_by_key(|&(count, rip)| (core::cmp::Reverse(count), rip));
+        found.into_iter().map(|(_, rip)| rip).collect()
     }
 
     /// The region's final block set: with `config.dag_regions` every block found (entry
@@ -722,6 +747,18 @@ impl Jit {
                         self.stats.region_edges += c.stats.edges as u64;
                         self.stats.dyn_folds += c.stats.dyn_folds as u64;
                         e.tier = Tier::Pending(c.id);
+                        // The other members run inside this function from now on (once its
+                        // batch is finalised): one that is still entered from elsewhere earns
+                        // its own function with another three quarters of the threshold, so
+                        // the blocks of one loop, all hot at the same moment, do not each
+                        // compile the whole loop again. (A quarter keeps it warm for regions.)
+                        for m in region.iter().skip(1) {
+                            if let Some(me) = self.entry_mut(&m.key()) {
+                                if matches!(me.tier, Tier::Cold) {
+                                    me.count = me.count.min(threshold / 4);
+                                }
+                            }
+                        }
                         self.extras[i] = Some(Box::new(CompiledExtra {
                             _region: region.into_iter().skip(1).collect(),
                             ir: c.ir,

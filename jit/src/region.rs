@@ -39,6 +39,14 @@ pub fn return_sites<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> Vec<u64>
         .collect()
 }
 
+/// Does the block end with an indirect near JMP (through a register or memory; not a call or
+/// a return)? Inside a region, its run-time target may be any block of the region.
+pub fn ends_in_indirect_jump(b: &Block) -> bool {
+    b.insns
+        .last()
+        .is_some_and(|d| d.ins.flow_control() == iced_x86::FlowControl::IndirectBranch)
+}
+
 /// Does the block branch (or call) back to its own start?
 pub fn loops_to_itself(b: &Block) -> bool {
     successors(b).contains(&start(b))
@@ -65,6 +73,9 @@ fn reaches_entry(blocks: &[&Block]) -> Vec<bool> {
     let succ: Vec<Vec<u64>> = blocks
         .iter()
         .map(|b| {
+            if ends_in_indirect_jump(b) {
+                return blocks.iter().map(|o| start(o)).collect();
+            }
             let mut s = successors(b);
             if let Some(d) = b.insns.last().filter(|d| d.ins.is_call_near()) {
                 s.retain(|&t| t != d.ins.next_ip());
@@ -118,8 +129,8 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
 /// memory when the block is entered through a jump inside the region, given the registers
 /// each block writes (`written`). A block's stores of `keep` registers wait for an exit, so
 /// what one block writes stays dirty in every block it reaches. Successors are taken
-/// generously (every instruction's next address and direct target that starts a block, and
-/// every return site after a RET or indirect branch), so the sets may be larger than
+/// generously (every instruction's next address and direct target that starts a block,
+/// every return site after a RET or indirect call, every block after an indirect jump), so the sets may be larger than
 /// needed, never smaller. The function entry brings nothing dirty.
 pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32> {
     use iced_x86::{FlowControl as F, OpKind};
@@ -138,11 +149,10 @@ pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32>
                 ) {
                     targets.push(ins.near_branch_target());
                 }
-                if matches!(
-                    ins.flow_control(),
-                    F::Return | F::IndirectBranch | F::IndirectCall
-                ) {
-                    targets.extend(sites.iter().copied());
+                match ins.flow_control() {
+                    F::Return | F::IndirectCall => targets.extend(sites.iter().copied()),
+                    F::IndirectBranch => targets.extend(starts.iter().copied()),
+                    _ => {}
                 }
             }
             (0..blocks.len())

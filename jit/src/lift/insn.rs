@@ -718,6 +718,10 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                 l.set_gpr(reg::RSP, a.lin);
             }
             l.retire();
+            if !call {
+                l.end_block_indirect(target);
+                return Outcome::Ended;
+            }
             l.end_block(Rip::Dyn(target));
             return Outcome::Ended;
         }

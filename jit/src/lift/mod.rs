@@ -137,6 +137,9 @@ pub struct Lower<'a> {
     next_ip: u64,
     /// RIP in memory is already the right value for the next exit (after a trampoline call).
     rip_in_memory: bool,
+    /// The block ends with an indirect JMP: its exit may jump to any member of the region
+    /// (not only to return sites).
+    indirect_jump: bool,
     /// Page groups of the current guest block, and stack-pointer values derived by constant
     /// steps (see `group`).
     groups: Vec<group::Group>,
@@ -512,6 +515,7 @@ pub fn lower_region(
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
+        indirect_jump: false,
         groups: Vec::new(),
         derived: Vec::new(),
         versions: [0; 16],
@@ -990,6 +994,14 @@ impl Lower<'_> {
         self.emit_chain_exit(rip);
     }
 
+    /// End the block with an indirect JMP to `target`: in a region, to the member it names
+    /// when it names one (compared in member order), else through the chain table.
+    pub fn end_block_indirect(&mut self, target: Value) {
+        self.indirect_jump = true;
+        self.emit_chain_exit(Rip::Dyn(target));
+        self.indirect_jump = false;
+    }
+
     /// End the block with a conditional branch whose two ways both leave the function: one
     /// exit, to `taken` when `c` is true and to `fall` otherwise (the target and its chain
     /// entry are selected, not branched to: half the exit code of two exits).
@@ -1019,9 +1031,11 @@ impl Lower<'_> {
                 }
             }
             Exit::Dyn(v) if self.edge.is_some() => {
-                // Returns (and indirect jumps) to a return site of the region stay inside.
+                // Returns to a return site of the region stay inside, and so do indirect jumps
+                // to any member (a switch's jump table among the cases of a loop).
+                let any = core::mem::take(&mut self.indirect_jump);
                 let sites: Vec<usize> = (0..self.members.len())
-                    .filter(|&i| self.members[i].ret_site)
+                    .filter(|&i| any || self.members[i].ret_site)
                     .collect();
                 for m in sites {
                     let hit = self
