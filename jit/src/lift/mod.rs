@@ -94,6 +94,8 @@ struct Member {
     /// Starts right after a CALL of the region: a RET or indirect jump to it (a run-time
     /// target) becomes a jump inside the function.
     ret_site: bool,
+    /// The carried registers it starts with dirty (`region::dirty_on_entry`).
+    entry_dirty: u32,
 }
 
 /// The lifting state of one block.
@@ -481,7 +483,8 @@ pub fn lower_region(
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let members = blocks
         .iter()
-        .map(|blk| {
+        .zip(&entry_dirty)
+        .map(|(blk, &entry_dirty)| {
             let rip = crate::region::start(blk);
             Member {
                 rip,
@@ -490,6 +493,7 @@ pub fn lower_region(
                 lazy_flags: overwrites_flags_first(&blk.insns),
                 flags_dead: first_overwrites_flags(blk),
                 ret_site: ret_sites.contains(&rip),
+                entry_dirty,
             }
         })
         .collect();
@@ -579,7 +583,7 @@ pub fn lower_region(
             l.loaded = regs_used;
             // Edges write the registers through, except the carried ones the region writes:
             // those the blocks before this one may have changed can differ from memory.
-            l.dirty = entry_dirty[i];
+            l.dirty = l.members[i].entry_dirty;
             l.k = 0;
             l.ret_stale = true;
             l.rip_in_memory = false;
@@ -850,7 +854,10 @@ impl Lower<'_> {
         if !lazy && !self.pending.is_empty() {
             self.dirty |= 1 << RFLAGS;
         }
-        self.store_regs(self.dirty & !self.keep);
+        // (A kept register dirty here that the target does not expect dirty would be a gap
+        // in `dirty_on_entry`; it is stored here rather than lost.)
+        let expected = self.members[t].entry_dirty;
+        self.store_regs(self.dirty & !(self.keep & expected));
         self.b.def_var(self.ret_var, r);
         let target = self.member_block(t);
         self.b.ins().jump(target, &[]);
