@@ -55,15 +55,20 @@ fn program(stop: u32) -> Vec<u8> {
     })
 }
 
+/// Run `code` on both engines (compared at the end) until it raises an exception.
+fn until_exception(
+    code: &[u8],
+    config: lockstep_jit::JitConfig,
+    setup: &dyn Fn(&mut TestMachine),
+) -> (TestMachine, lockstep_jit::Jit) {
+    let (m, jit, exit) = compare(code, &[1 << 20], config, setup);
+    assert!(matches!(exit.reason, ExitReason::Exception(_)), "{exit:?}");
+    (m, jit)
+}
+
 #[test]
 fn a_fault_in_a_later_block_stores_what_earlier_blocks_wrote() {
-    let code = program(700);
-    let (m, jit, exit) = compare(&code, &[1 << 20], eager_config(), &|_| {});
-    assert!(
-        matches!(exit.reason, ExitReason::Exception(_)),
-        "{:?}",
-        exit
-    );
+    let (m, jit) = until_exception(&program(700), eager_config(), &|_| {});
     assert_eq!(m.gpr(reg::RBX), 700);
     assert_eq!(m.gpr(reg::R9), 2100);
     assert_eq!(m.gpr(reg::R8), 3 * 700 * 701 / 2);
@@ -86,14 +91,8 @@ fn budget_stops_inside_the_loop_store_the_carried_registers() {
 
 #[test]
 fn the_loop_exit_stores_the_carried_registers() {
-    let code = program(u32::MAX >> 1);
-    let (m, _, exit) = compare(&code, &[1 << 20], eager_config(), &|_| {});
     // (The test machine runs at CPL 3: the HLT raises #GP(0).)
-    assert!(
-        matches!(exit.reason, ExitReason::Exception(_)),
-        "{:?}",
-        exit
-    );
+    let (m, _) = until_exception(&program(u32::MAX >> 1), eager_config(), &|_| {});
     assert_eq!(m.gpr(reg::RBX), 900);
     assert_eq!(m.gpr(reg::R8), 3 * 900 * 901 / 2);
 }
@@ -195,20 +194,18 @@ fn bytecode(m: &mut TestMachine) {
     m.load(DATA_BASE, &bytes);
 }
 
-#[test]
-fn a_switch_jump_stays_in_the_region() {
-    let code = switch_loop();
-    let config = lockstep_jit::JitConfig {
+/// Compile after 40 runs: by then every case of the switch has run and is a candidate.
+fn warm_config() -> lockstep_jit::JitConfig {
+    lockstep_jit::JitConfig {
         threshold: 40,
         batch: 1,
         ..lockstep_jit::JitConfig::default()
-    };
-    let (m, jit, exit) = compare(&code, &[1 << 20], config, &bytecode);
-    assert!(
-        matches!(exit.reason, ExitReason::Exception(_)),
-        "{:?}",
-        exit
-    );
+    }
+}
+
+#[test]
+fn a_switch_jump_stays_in_the_region() {
+    let (m, jit) = until_exception(&switch_loop(), warm_config(), &bytecode);
     // (The first fourth case after step 3000 faults.)
     assert!(
         (3000..3100).contains(&m.gpr(reg::RBX)),
@@ -224,12 +221,6 @@ fn a_switch_jump_stays_in_the_region() {
 
 #[test]
 fn budget_stops_around_a_switch_jump_match_the_interpreter() {
-    let code = switch_loop();
-    let config = lockstep_jit::JitConfig {
-        threshold: 40,
-        batch: 1,
-        ..lockstep_jit::JitConfig::default()
-    };
     let slices: Vec<u64> = (0..2000).map(|i| 1 + (i * 7919) % 41).collect();
-    compare(&code, &slices, config, &bytecode);
+    compare(&switch_loop(), &slices, warm_config(), &bytecode);
 }
