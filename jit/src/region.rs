@@ -1,5 +1,6 @@
 //! The shape of a region (see docs/jit.md "Regions"): a block's static successors, the
-//! return sites among a set of blocks, and which of them form loops through the entry.
+//! return sites among a set of blocks, which of them form loops through the entry, and the
+//! registers each may find dirty on entry.
 
 use lockstep_interp::decode::Block;
 use std::sync::Arc;
@@ -39,12 +40,23 @@ pub fn return_sites<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> Vec<u64>
         .collect()
 }
 
-/// Does the block end with an indirect near JMP (through a register or memory; not a call or
-/// a return)? Inside a region, its run-time target may be any block of the region.
+/// Is `ins` an indirect near JMP that looks like a `switch`: through a register, or through
+/// memory with an index register (a jump table)? A jump through a fixed slot (a PLT stub's
+/// `jmp [rip+x]`, a function pointer in a global) is not: it leaves the page.
+pub fn is_switch_jump(ins: &iced_x86::Instruction) -> bool {
+    use iced_x86::{OpKind, Register};
+    ins.flow_control() == iced_x86::FlowControl::IndirectBranch
+        && match ins.op0_kind() {
+            OpKind::Register => true,
+            OpKind::Memory => ins.memory_index() != Register::None,
+            _ => false,
+        }
+}
+
+/// Does the block end with a `switch` jump ([`is_switch_jump`])? Inside a region, its
+/// run-time target may be any block of the region.
 pub fn ends_in_indirect_jump(b: &Block) -> bool {
-    b.insns
-        .last()
-        .is_some_and(|d| d.ins.flow_control() == iced_x86::FlowControl::IndirectBranch)
+    b.insns.last().is_some_and(|d| is_switch_jump(&d.ins))
 }
 
 /// Does the block branch (or call) back to its own start?
@@ -130,8 +142,9 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
 /// each block writes (`written`). A block's stores of `keep` registers wait for an exit, so
 /// what one block writes stays dirty in every block it reaches. Successors are taken
 /// generously (every instruction's next address and direct target that starts a block,
-/// every return site after a RET or indirect call, every block after an indirect jump), so the sets may be larger than
-/// needed, never smaller. The function entry brings nothing dirty.
+/// every return site after a RET or indirect call, every block after an indirect jump), so
+/// the sets may be larger than needed, never smaller. The function entry brings nothing
+/// dirty.
 pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32> {
     use iced_x86::{FlowControl as F, OpKind};
     let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();

@@ -718,7 +718,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                 l.set_gpr(reg::RSP, a.lin);
             }
             l.retire();
-            if !call {
+            if crate::region::is_switch_jump(ins) {
                 l.end_block_indirect(target);
                 return Outcome::Ended;
             }
