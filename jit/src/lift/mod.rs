@@ -139,9 +139,6 @@ pub struct Lower<'a> {
     next_ip: u64,
     /// RIP in memory is already the right value for the next exit (after a trampoline call).
     rip_in_memory: bool,
-    /// The block ends with an indirect JMP: its exit may jump to any member of the region
-    /// (not only to return sites).
-    indirect_jump: bool,
     /// Page groups of the current guest block, and stack-pointer values derived by constant
     /// steps (see `group`).
     groups: Vec<group::Group>,
@@ -159,14 +156,14 @@ pub struct Lower<'a> {
     exec_called: bool,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers it carries in SSA
-    /// values across its edges (`registers_used`), `Frame::region_end`, the flag edge
+    /// values across its edges (`register_use`), `Frame::region_end`, the flag edge
     /// variables.
     members: Vec<Member>,
     work: Vec<usize>,
     regs_used: u32,
     /// The carried registers some block of the region writes: their stores are deferred to
-    /// the exits (no write-through at edges or before memory accesses), so they count as
-    /// dirty from every member's start.
+    /// the exits (no write-through at edges or before memory accesses); a member starts with
+    /// those its predecessors may have written dirty (`Member::entry_dirty`).
     keep: u32,
     region_end: Option<Value>,
     edge: Option<EdgeVars>,
@@ -235,69 +232,51 @@ fn host_mem() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-/// General-purpose registers (bit i: GPR i) that some block of `blocks` reads before it
-/// writes them (implicit operands and address registers included; a write of 8 or 16 bits
-/// counts as a read, it keeps the rest): the ones a region keeps in SSA values across its
-/// edges. A register every block writes before reading needs no value on entry: edges leave
-/// memory current (write-through), so it is neither loaded at the function's entry nor
-/// handed along its edges as a block parameter. RFLAGS is not among them either: edges
-/// leave it current in memory (lazy members get the status flags as records), and a block
-/// that needs it loads it — carried around a loop, it only took a register or a spill slot
-/// on every back edge.
-fn registers_used(blocks: &[&Block]) -> u32 {
+/// For one block, as bit sets of general-purpose registers (bit i: GPR i), from iced's
+/// account of every instruction (implicit operands and address registers included):
+/// - the registers it reads before it writes them (a write of 8 or 16 bits counts as a read:
+///   it keeps the rest). Those of all a region's blocks are the ones it keeps in SSA values
+///   across its edges; a register every block writes before reading needs no value on entry
+///   (edges leave memory current for it), so it is neither loaded at the function's entry
+///   nor handed along its edges as a block parameter. RFLAGS is not among them either: edges
+///   leave it current in memory (lazy members get the status flags as records), and a block
+///   that needs it loads it — carried around a loop, it only took a register or a spill slot
+///   on every back edge;
+/// - the registers it writes, in whole or in part (MUL's RDX, PUSH's RSP included).
+fn register_use(block: &Block) -> (u32, u32) {
     use iced_x86::{InstructionInfoFactory, OpAccess, Register};
     let mut fac = InstructionInfoFactory::new();
-    let mut used = 0u32;
-    for block in blocks {
-        let mut written = 0u32;
-        for d in &block.insns {
-            let info = fac.info(&d.ins);
-            let mut writes = 0u32;
-            for u in info.used_registers() {
-                let full = u.register().full_register();
-                if !(Register::RAX..=Register::R15).contains(&full) {
-                    continue;
-                }
-                let bit = 1u32 << (full as u32 - Register::RAX as u32);
-                let whole = u.register().size() >= 4;
-                let reads = match u.access() {
-                    OpAccess::Write => !whole,
-                    OpAccess::None | OpAccess::NoMemAccess => false,
-                    _ => true,
-                };
-                if reads && written & bit == 0 {
-                    used |= bit;
-                }
-                if matches!(u.access(), OpAccess::Write) && whole {
-                    writes |= bit;
-                }
-            }
-            written |= writes;
-        }
-    }
-    used
-}
-
-/// The general-purpose registers some instruction of `blocks` writes, in whole or in part
-/// (iced's account, which includes implicit operands such as MUL's RDX or PUSH's RSP).
-fn registers_written(blocks: &[&Block]) -> u32 {
-    use iced_x86::{InstructionInfoFactory, OpAccess, Register};
-    let mut fac = InstructionInfoFactory::new();
-    let mut written = 0u32;
-    for d in blocks.iter().flat_map(|b| b.insns.iter()) {
+    let (mut read_first, mut written, mut whole_written) = (0u32, 0u32, 0u32);
+    for d in block.insns.iter() {
+        let mut writes = 0u32;
         for u in fac.info(&d.ins).used_registers() {
             let full = u.register().full_register();
-            if (Register::RAX..=Register::R15).contains(&full)
-                && !matches!(
-                    u.access(),
-                    OpAccess::Read | OpAccess::CondRead | OpAccess::None | OpAccess::NoMemAccess
-                )
-            {
-                written |= 1u32 << (full as u32 - Register::RAX as u32);
+            if !(Register::RAX..=Register::R15).contains(&full) {
+                continue;
+            }
+            let bit = 1u32 << (full as u32 - Register::RAX as u32);
+            let whole = u.register().size() >= 4;
+            let reads = match u.access() {
+                OpAccess::Write => !whole,
+                OpAccess::None | OpAccess::NoMemAccess => false,
+                _ => true,
+            };
+            if reads && whole_written & bit == 0 {
+                read_first |= bit;
+            }
+            if !matches!(
+                u.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None | OpAccess::NoMemAccess
+            ) {
+                written |= bit;
+            }
+            if matches!(u.access(), OpAccess::Write) && whole {
+                writes |= bit;
             }
         }
+        whole_written |= writes;
     }
-    written
+    (read_first, written)
 }
 
 /// Does `block` overwrite every status flag (natively) before anything could read them: an
@@ -325,36 +304,17 @@ fn overwrites_flags_first(insns: &[DecodedInsn]) -> bool {
 /// Is the first instruction of `block` one that always defines every status flag from its
 /// operands alone (ADD, SUB, CMP, AND, OR, XOR, TEST, NEG: unlike a shift by a count that
 /// may be 0, or an instruction leaving some flag "undefined" as the interpreter keeps it),
-/// lowered natively, with no way to leave the block before it does (no memory or stack
-/// operand, no branch)? Then nothing can observe the flags the block is entered with.
+/// lowered natively, without a memory operand (their only way to leave the block; it also
+/// rules out LOCK)? Then nothing can observe the flags the block is entered with.
 fn first_overwrites_flags(block: &Block) -> bool {
-    use iced_x86::{FlowControl, Mnemonic as M, OpKind};
-    let Some(d) = block.insns.first() else {
-        return false;
-    };
-    let defines_all = matches!(
-        d.ins.mnemonic(),
-        M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg
-    );
-    let registers_only = (0..d.ins.op_count()).all(|i| {
+    use iced_x86::Mnemonic as M;
+    block.insns.first().is_some_and(|d| {
         matches!(
-            d.ins.op_kind(i),
-            OpKind::Register
-                | OpKind::Immediate8
-                | OpKind::Immediate16
-                | OpKind::Immediate32
-                | OpKind::Immediate64
-                | OpKind::Immediate8to16
-                | OpKind::Immediate8to32
-                | OpKind::Immediate8to64
-                | OpKind::Immediate32to64
-        )
-    });
-    defines_all
-        && registers_only
-        && !d.ins.has_lock_prefix()
-        && d.ins.flow_control() == FlowControl::Next
-        && overwrites_flags_first(core::slice::from_ref(d))
+            d.ins.mnemonic(),
+            M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg
+        ) && !(0..d.ins.op_count()).any(|i| d.ins.op_kind(i) == iced_x86::OpKind::Memory)
+            && insn::is_native(d)
+    })
 }
 
 /// Where a flag record handed over by a chained jump travels: `[code, a, b, res, cin]`.
@@ -473,13 +433,16 @@ pub fn lower_region(
     let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
     b.def_var(ret_var, r0);
     let region = crate::region::is_region(blocks);
-    let regs_used = if region { registers_used(blocks) } else { 0 };
-    let written: Vec<u32> = blocks
-        .iter()
-        .map(|b| registers_written(core::slice::from_ref(b)))
-        .collect();
-    let keep = regs_used & written.iter().fold(0, |a, w| a | w) & GPRS;
-    let entry_dirty = crate::region::dirty_on_entry(blocks, &written, keep);
+    let (regs_used, keep, entry_dirty) = if region {
+        let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
+        let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
+        let regs_used = uses.iter().fold(0, |a, u| a | u.0);
+        let keep = regs_used & written.iter().fold(0, |a, w| a | w);
+        let entry_dirty = crate::region::dirty_on_entry(blocks, &written, keep);
+        (regs_used, keep, entry_dirty)
+    } else {
+        (0, 0, vec![0; blocks.len()])
+    };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let members = blocks
         .iter()
@@ -519,7 +482,6 @@ pub fn lower_region(
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
-        indirect_jump: false,
         groups: Vec::new(),
         derived: Vec::new(),
         versions: [0; 16],
@@ -697,6 +659,9 @@ pub enum Rip {
 enum Exit {
     Const(u64),
     Dyn(Value),
+    /// A `switch` jump (`region::is_switch_jump`): like `Dyn`, and inside a region it may go
+    /// to any member.
+    Switch(Value),
     Either(Value, u64, u64),
 }
 
@@ -1004,9 +969,7 @@ impl Lower<'_> {
     /// End the block with an indirect JMP to `target`: in a region, to the member it names
     /// when it names one (compared in member order), else through the chain table.
     pub fn end_block_indirect(&mut self, target: Value) {
-        self.indirect_jump = true;
-        self.emit_chain_exit(Rip::Dyn(target));
-        self.indirect_jump = false;
+        self.emit_chain_exit(Exit::Switch(target));
     }
 
     /// End the block with a conditional branch whose two ways both leave the function: one
@@ -1024,7 +987,7 @@ impl Lower<'_> {
         use crate::chain;
         let rip = match exit {
             Exit::Const(t) => Rip::Const(t),
-            Exit::Dyn(v) => Rip::Dyn(v),
+            Exit::Dyn(v) | Exit::Switch(v) => Rip::Dyn(v),
             Exit::Either(c, t, f) => {
                 let (t, f) = (self.iconst(t), self.iconst(f));
                 Rip::Dyn(self.b.ins().select(c, t, f))
@@ -1037,10 +1000,10 @@ impl Lower<'_> {
                     return;
                 }
             }
-            Exit::Dyn(v) if self.edge.is_some() => {
-                // Returns to a return site of the region stay inside, and so do indirect jumps
-                // to any member (a switch's jump table among the cases of a loop).
-                let any = core::mem::take(&mut self.indirect_jump);
+            Exit::Dyn(v) | Exit::Switch(v) if self.edge.is_some() => {
+                // Returns to a return site of the region stay inside, and so do switch jumps
+                // to any member (a jump table among the cases of a loop).
+                let any = matches!(exit, Exit::Switch(_));
                 let sites: Vec<usize> = (0..self.members.len())
                     .filter(|&i| any || self.members[i].ret_site)
                     .collect();
