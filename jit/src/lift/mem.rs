@@ -327,22 +327,36 @@ impl Lower<'_> {
         }
     }
 
-    /// Read TLB and write TLB pointers (loaded once, on the main path).
+    /// Read TLB and write TLB pointers (each loaded once, on the main path, where first
+    /// needed: a function that only reads memory does not load the write TLB's pointer).
     pub(super) fn mem_base(&mut self) -> (Value, Value) {
-        if let Some(m) = self.mem_base {
-            return m;
+        (self.tlb_read(), self.tlb_write())
+    }
+
+    /// The read TLB's pointer (see [`Self::mem_base`]).
+    pub(super) fn tlb_read(&mut self) -> Value {
+        if let Some(r) = self.tlb_ptrs[0] {
+            return r;
         }
-        let f = self.frame;
         let r = self
             .b
             .ins()
-            .load(types::I64, host_mem(), f, Frame::OFF_TLB_READ);
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_TLB_READ);
+        self.tlb_ptrs[0] = Some(r);
+        r
+    }
+
+    /// The write TLB's pointer (see [`Self::mem_base`]).
+    pub(super) fn tlb_write(&mut self) -> Value {
+        if let Some(w) = self.tlb_ptrs[1] {
+            return w;
+        }
         let w = self
             .b
             .ins()
-            .load(types::I64, host_mem(), f, Frame::OFF_TLB_WRITE);
-        self.mem_base = Some((r, w));
-        (r, w)
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_TLB_WRITE);
+        self.tlb_ptrs[1] = Some(w);
+        w
     }
 
     /// TLB probe: (hit and the access stays inside the page, address of the entry). One
@@ -361,13 +375,38 @@ impl Lower<'_> {
         let entry = self.b.ins().iadd(table, off);
         let tag = self.b.ins().load(types::I64, host_mem(), entry, 0);
         let end = if size > 1 {
-            self.b.ins().iadd_imm_s(lin, size as i64 - 1)
+            self.offset_by(lin, size as i64 - 1)
         } else {
             lin
         };
         let last = self.b.ins().ushr_imm_s(end, 12);
         let ok = self.b.ins().icmp(IntCC::Equal, tag, last);
         (ok, entry)
+    }
+
+    /// `v + c`. When `v` is itself `x + constant` (a displacement), the constants are
+    /// folded: `x + (constant + c)` is one host LEA, where `v + c` would materialise `c` in a
+    /// register first (Cranelift at `opt_level=none` does not fold them).
+    fn offset_by(&mut self, v: Value, c: i64) -> Value {
+        if !self.fold_offsets {
+            return self.b.ins().iadd_imm_s(v, c);
+        }
+        if let Some(InstructionData::Binary {
+            opcode: Opcode::Iadd,
+            args: [x, k],
+        }) = self.defining(v)
+        {
+            if let Some(InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            }) = self.defining(k)
+            {
+                if self.b.func.dfg.value_type(v) == types::I64 {
+                    return self.b.ins().iadd_imm_s(x, imm.bits().wrapping_add(c));
+                }
+            }
+        }
+        self.b.ins().iadd_imm_s(v, c)
     }
 
     /// Host address of a TLB hit: the entry's `host` (the page's host address minus the
@@ -391,7 +430,7 @@ impl Lower<'_> {
     }
 
     fn load_x(&mut self, a: Addr, size: u8, rmw: bool) -> Value {
-        let (tr, _) = self.mem_base();
+        let tr = self.tlb_read();
         let role = if rmw {
             Role::None
         } else {
@@ -417,10 +456,11 @@ impl Lower<'_> {
         let info = self.iconst(info);
         let f = self.iconst(self.sigs.addrs.load);
         let frame = self.frame;
+        let lin = self.slow_lin(a.lin, role);
         let call = self
             .b
             .ins()
-            .call_indirect(self.sigs.load, f, &[frame, a.lin, info]);
+            .call_indirect(self.sigs.load, f, &[frame, lin, info]);
         let v = self.helper_result(call, types::I64);
         let fault = self
             .b
@@ -467,6 +507,29 @@ impl Lower<'_> {
         slow
     }
 
+    /// The linear address for the slow path of an access with `role`. A group member's fast
+    /// path does not use it: when it is `x + constant`, the add is made again here, in the
+    /// cold block, so that the main path need not compute it (an unused instruction is not
+    /// emitted).
+    fn slow_lin(&mut self, lin: Value, role: Role) -> Value {
+        if !matches!(role, Role::Member(..)) {
+            return lin;
+        }
+        match self.defining(lin) {
+            Some(InstructionData::Binary {
+                opcode: Opcode::Iadd,
+                args: [x, k],
+            }) => match self.defining(k) {
+                Some(InstructionData::UnaryImm {
+                    opcode: Opcode::Iconst,
+                    imm,
+                }) => self.b.ins().iadd_imm_s(x, imm.bits()),
+                _ => lin,
+            },
+            _ => lin,
+        }
+    }
+
     /// At the end of a slow path (which may have filled the read table for a load, the write
     /// table for a store, both for a read-modify-write load): invalidate the groups of those
     /// tables, and give a group this access started its (unused) host address.
@@ -504,7 +567,7 @@ impl Lower<'_> {
     /// interpreter (to a device or into decoded code, see `helpers::store`), leaves the block
     /// with RIP at the current instruction; nothing is left to test after it.
     pub fn store(&mut self, a: Addr, size: u8, v: Value) {
-        let (_, tw) = self.mem_base();
+        let tw = self.tlb_write();
         let role = self.group_role(a.key, true);
         let join = self.b.create_block();
         // Write-TLB entries never point at pages holding decoded code, so the fast path
@@ -523,10 +586,11 @@ impl Lower<'_> {
         let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
         let f = self.iconst(self.sigs.addrs.store);
         let frame = self.frame;
+        let lin = self.slow_lin(a.lin, role);
         let call = self
             .b
             .ins()
-            .call_indirect(self.sigs.store, f, &[frame, a.lin, info, v]);
+            .call_indirect(self.sigs.store, f, &[frame, lin, info, v]);
         let status = self.helper_result(call, types::I32);
         let fault = self
             .b

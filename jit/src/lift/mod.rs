@@ -103,7 +103,11 @@ pub struct Lower<'a> {
     pub b: FunctionBuilder<'a>,
     state: Value,
     frame: Value,
-    retired_ptr: Value,
+    /// `&cpu.retired` and, in `ret_var`, its value at entry, loaded once: in a region, whose
+    /// edges carry the count in SSA values. `None` in a single block: there `cpu.retired` in
+    /// memory stays the count at entry (or at the last trampoline call), and exits read it
+    /// when they store the new count, so no register holds it across the block.
+    retired_ptr: Option<Value>,
     /// GPR0..15 and RFLAGS.
     vars: [Variable; 17],
     /// Bit i: variable i holds the register's current value.
@@ -130,7 +134,11 @@ pub struct Lower<'a> {
     /// The same for VEX instructions (CR4.OSXSAVE, XCR0, CR0.TS).
     avx_ok: Option<Value>,
     /// Read TLB, write TLB (loaded at their first use on the main path).
-    mem_base: Option<(Value, Value)>,
+    tlb_ptrs: [Option<Value>; 2],
+    /// Fold constant offsets while lifting (see `Lower::offset_by`): not in loop regions,
+    /// whose optimisation level's e-graph folds them itself (doing it here only reorders its
+    /// input, which moved one of bignum's loops to a worse register allocation).
+    fold_offsets: bool,
     sigs: HelperSigs,
     /// Address of the chain table (`crate::chain`).
     chain_table: u64,
@@ -427,12 +435,15 @@ pub fn lower_region(
     let incoming = entry_check(&mut b, state, frame, entered, blocks[0], ram_base);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
-    let retired_ptr = b
-        .ins()
-        .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
-    let r0 = b.ins().load(types::I64, host_mem(), retired_ptr, 0);
-    b.def_var(ret_var, r0);
     let region = crate::region::is_region(blocks);
+    let retired_ptr = region.then(|| {
+        let p = b
+            .ins()
+            .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
+        let r0 = b.ins().load(types::I64, host_mem(), p, 0);
+        b.def_var(ret_var, r0);
+        p
+    });
     let (regs_used, keep, entry_dirty) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
         let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
@@ -476,7 +487,8 @@ pub fn lower_region(
         cold: false,
         sse_ok: None,
         avx_ok: None,
-        mem_base: None,
+        tlb_ptrs: [None; 2],
+        fold_offsets: !crate::region::is_loop(blocks),
         sigs,
         chain_table,
         ins_ip: 0,
@@ -1032,7 +1044,7 @@ impl Lower<'_> {
         };
         let r = match self.store_retired() {
             Some(r) => r,
-            None => self.b.use_var(self.ret_var),
+            None => self.retired_base(),
         };
         // The entry for the target.
         let entry_of = |l: &mut Self, t: u64| {
@@ -1055,16 +1067,21 @@ impl Lower<'_> {
         let f = self.frame;
         let ld =
             |l: &mut Self, base: Value, off: i32| l.b.ins().load(types::I64, host_mem(), base, off);
+        // Two branches (a compare and a jump each), not the two compares' AND (which
+        // Cranelift at `opt_level=none` materialises with SETcc).
         let e_rip = ld(self, e, chain::OFF_RIP);
         let ok = self.b.ins().icmp(IntCC::Equal, e_rip, target);
+        let fits = self.b.create_block();
+        let hop = self.b.create_block();
+        let back = self.b.create_block();
+        self.b.ins().brif(ok, fits, &[], back, &[]);
+        self.b.seal_block(fits);
+        self.b.switch_to_block(fits);
         let len = ld(self, e, chain::OFF_LEN);
         let end = self.b.ins().iadd(r, len);
         let lim = ld(self, f, Frame::OFF_CHAIN_END);
         let c = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
-        let ok = self.b.ins().band(ok, c);
-        let hop = self.b.create_block();
-        let back = self.b.create_block();
-        self.b.ins().brif(ok, hop, &[], back, &[]);
+        self.b.ins().brif(c, hop, &[], back, &[]);
         self.b.seal_block(hop);
         self.b.seal_block(back);
         self.b.switch_to_block(hop);
@@ -1183,11 +1200,11 @@ impl Lower<'_> {
         self.avx_ok = None;
         self.k = 0;
         self.ret_stale = false;
-        let r = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), self.retired_ptr, 0);
-        self.b.def_var(self.ret_var, r);
+        let p = self.retired_ptr();
+        let r = self.b.ins().load(types::I64, host_mem(), p, 0);
+        if self.retired_ptr.is_some() {
+            self.b.def_var(self.ret_var, r);
+        }
         self.rip_in_memory = true;
         let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
         self.side_exit_if(c, None, Some(status), 0);
@@ -1216,9 +1233,45 @@ impl Lower<'_> {
     /// time in both engines. The compile-time state (`ret_var`, `k`) is left alone: exits
     /// store the same value again.
     pub fn sync_retired_for_device(&mut self) {
-        let r = self.b.use_var(self.ret_var);
+        let r = self.retired_base();
         let r = self.b.ins().iadd_imm_s(r, self.k);
-        self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+        let p = self.retired_ptr();
+        self.b.ins().store(host_mem(), r, p, 0);
+    }
+
+    /// Back on the main path after a slow path that synced `cpu.retired`
+    /// ([`Self::sync_retired_for_device`]) and ran the instruction in the interpreter (one
+    /// more retired): in a single block, where memory holds the count the main path adds
+    /// `k` to, take those `k + 1` off again. (A region's count is in `ret_var`.)
+    pub fn unsync_retired(&mut self) {
+        if self.retired_ptr.is_some() {
+            return;
+        }
+        let p = self.retired_ptr();
+        let r = self.b.ins().load(types::I64, host_mem(), p, 0);
+        let r = self.b.ins().iadd_imm_s(r, -self.k - 1);
+        self.b.ins().store(host_mem(), r, p, 0);
+    }
+
+    /// `&cpu.retired` (see `Lower::retired_ptr`).
+    fn retired_ptr(&mut self) -> Value {
+        match self.retired_ptr {
+            Some(p) => p,
+            None => self
+                .b
+                .ins()
+                .load(types::I64, host_mem(), self.frame, Frame::OFF_RETIRED),
+        }
+    }
+
+    /// The count that `k` is added to: `ret_var` in a region, `cpu.retired` in memory in a
+    /// single block.
+    fn retired_base(&mut self) -> Value {
+        if self.retired_ptr.is_some() {
+            return self.b.use_var(self.ret_var);
+        }
+        let p = self.retired_ptr();
+        self.b.ins().load(types::I64, host_mem(), p, 0)
     }
 
     /// Make `cpu.retired` in memory `ret_var + k` when it may differ (some instruction
@@ -1228,9 +1281,10 @@ impl Lower<'_> {
         if self.k == 0 && !self.ret_stale {
             return None;
         }
-        let r = self.b.use_var(self.ret_var);
+        let r = self.retired_base();
         let r = self.b.ins().iadd_imm_s(r, self.k);
-        self.b.ins().store(host_mem(), r, self.retired_ptr, 0);
+        let p = self.retired_ptr();
+        self.b.ins().store(host_mem(), r, p, 0);
         Some(r)
     }
 
@@ -1240,7 +1294,9 @@ impl Lower<'_> {
         self.store_regs(self.dirty);
         self.dirty = 0;
         if let Some(r) = self.store_retired() {
-            self.b.def_var(self.ret_var, r);
+            if self.retired_ptr.is_some() {
+                self.b.def_var(self.ret_var, r);
+            }
             self.k = 0;
             self.ret_stale = false;
         }

@@ -130,7 +130,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
                 // Only a RAM access that hits the TLB is read here: a cold path may run the
                 // handler, which reads the operand again (harmless for RAM only).
                 let a = l.mem_addr(ins);
-                let (tr, _) = l.mem_base();
+                let tr = l.tlb_read();
                 let (hit, entry) = l.tlb_probe(tr, a.lin, size);
                 let miss = l.b.ins().icmp_imm_s(IntCC::Equal, hit, 0);
                 handler_exit_if(l, miss, d);

@@ -275,7 +275,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     if ins.op_kind(nb) == OpKind::Memory {
         let a = l.mem_addr(ins);
         let size = ins.memory_size().size() as u8;
-        let (tr, _) = l.mem_base();
+        let tr = l.tlb_read();
         let (hit, entry) = l.tlb_probe(tr, a.lin, size);
         ok = l.b.ins().band(ok, hit);
         if size == 16 {
@@ -338,6 +338,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     l.dirty &= !used;
     l.side_exit_if(c, None, Some(status), 0);
     (l.k, l.ret_stale, l.dirty) = (k, stale, saved_dirty);
+    l.unsync_retired();
     l.pending = saved_pending;
     if let Some(g) = gpr_dst {
         let v =

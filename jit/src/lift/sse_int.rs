@@ -502,6 +502,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     l.dirty &= !used;
     l.side_exit_if(c, None, Some(status), 0);
     (l.k, l.ret_stale, l.dirty) = (k, stale, dirty);
+    l.unsync_retired();
     if let Some(g) = gpr_dst {
         let v = l.b.ins().load(
             types::I64,
