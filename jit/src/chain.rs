@@ -10,7 +10,7 @@
 //! Whether the function is still the right code for that RIP is checked by the function
 //! itself, on entry through a chained jump (the dispatcher has just checked the same when it
 //! calls a function, and says so in its `entered` argument; so does a jump from code of the
-//! same page that knows the check would pass: see [`ChainEntry::check`]): the execute TLB
+//! same page that knows the check would pass: see [`block_check`]): the execute TLB
 //! must still map the RIP's page to the physical page the block was decoded from (so the
 //! dispatcher would translate RIP the same way, with the same permissions), and the block's
 //! code pages must still have the code words they had at decode (no write hit them since).
@@ -32,27 +32,21 @@ pub struct ChainEntry {
     pub func: u64,
     /// Instructions in the block.
     pub len: u64,
-    /// What the function's entry check verifies, for a block in one page: its physical page
-    /// number and that page's code word, `page << 32 | word` ([`block_check`]); `u64::MAX`
-    /// otherwise (never a check word). A chain exit to a block on the virtual page its own
-    /// function's entry check validated, whose function has made no interpreter call (the
-    /// only code that can change the execute TLB or swap its privilege sets), compares this
-    /// with its own check word: equal, the target's check would pass (same virtual page,
-    /// same physical page, same code word, and a store into code would have left the block),
-    /// so the exit passes `entered` = 1 and the target skips it.
-    pub check: u64,
 }
 
 pub const EMPTY: ChainEntry = ChainEntry {
     rip: u64::MAX,
     func: 0,
     len: u64::MAX,
-    check: u64::MAX,
 };
 
-/// The check word of `block` ([`ChainEntry::check`]): for a block in one page (its key's),
-/// the physical page number and that page's code word at decode, `page << 32 | word`;
-/// `u64::MAX` otherwise (a valid code word is never 0, so no block in one page has it).
+/// The check word of `block`: for a block in one page (its key's), the physical page number
+/// and that page's code word at decode, `page << 32 | word`; `u64::MAX` otherwise (a valid
+/// code word is never 0, so no block in one page has it, and no check word is 0). A block's
+/// function skips its entry check when its `entered` argument is this word: the dispatcher
+/// passes it after making the check itself, and so does a chained jump from a function with
+/// the same check word, on the same virtual page, that has made no interpreter call (see
+/// `lift::Lower::skip_target_check`).
 pub fn block_check(block: &Block) -> u64 {
     let mut words = block.code_words();
     match (words.next(), words.next()) {
@@ -67,7 +61,6 @@ pub const ENTRY_BYTES: i64 = core::mem::size_of::<ChainEntry>() as i64;
 pub const OFF_RIP: i32 = core::mem::offset_of!(ChainEntry, rip) as i32;
 pub const OFF_FUNC: i32 = core::mem::offset_of!(ChainEntry, func) as i32;
 pub const OFF_LEN: i32 = core::mem::offset_of!(ChainEntry, len) as i32;
-pub const OFF_CHECK: i32 = core::mem::offset_of!(ChainEntry, check) as i32;
 
 /// Multiplier of the RIP hash (Fibonacci hashing).
 pub const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -22,8 +22,9 @@ use lockstep_interp::CpuState;
 /// (see [`crate::frame::ret`]); call it through [`Compiler::enter`].
 pub type BlockFn = *const u8;
 
-/// The C-convention entry: `enter(state, frame, block) -> status`.
-pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn) -> u32;
+/// The C-convention entry: `enter(state, frame, block, check) -> status`, `check` being the
+/// block's check word (`chain::block_check`: the dispatcher has just made its entry check).
+pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn, u64) -> u32;
 
 /// A block defined in the module (callable once finalised).
 pub struct Compiled {
@@ -224,15 +225,14 @@ fn make_enter(
 ) -> EnterFn {
     let cc = module.isa().default_call_conv();
     let mut sig = Signature::new(cc);
-    for _ in 0..3 {
+    for _ in 0..4 {
         sig.params.push(AbiParam::new(types::I64));
     }
     sig.returns.push(AbiParam::new(types::I32));
     let id = define_small(module, ctx, fctx, "enter", sig, |b, p| {
         let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
-        // The dispatcher has just made the entry check: `entered` = 1.
-        let one = b.ins().iconst(types::I64, 1);
-        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1], one]);
+        // The dispatcher has just made the entry check: `entered` is the block's check word.
+        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1], p[3]]);
         let r = b.inst_results(call)[0];
         b.ins().return_(&[r]);
     });

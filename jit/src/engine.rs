@@ -538,7 +538,6 @@ impl Jit {
                     rip,
                     func: f as u64,
                     len,
-                    check: e.check,
                 });
                 if self.single_block || !self.config.chain {
                     frame.chain_end = 0;
@@ -557,7 +556,7 @@ impl Jit {
                 // cleared with the module); the frame's pointers come from `ctx`, which
                 // outlives the call and is not touched by Rust code while the block runs (only
                 // through the frame, by the helpers).
-                let code = unsafe { enter(frame.state, &mut frame, f) };
+                let code = unsafe { enter(frame.state, &mut frame, f, e.check) };
                 // Compiled code may leave the status flags as a record (see
                 // `lift::flags::Lower::handover_record`): RFLAGS is whole from here on.
                 if frame.fl_code != 0 {

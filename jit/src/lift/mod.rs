@@ -184,8 +184,8 @@ pub struct Lower<'a> {
     region_zero: Option<Value>,
 }
 
-/// Signature of a block: `(state, frame, entered) -> status`; `entered` non-zero: skip the
-/// entry check (see [`entry_check`]).
+/// Signature of a block: `(state, frame, entered) -> status`; `entered` equal to the block's
+/// check word (`chain::block_check`): skip the entry check (see [`entry_check`]).
 pub fn block_signature(call_conv: CallConv) -> Signature {
     let mut s = Signature::new(call_conv);
     s.params.push(AbiParam::new(types::I64));
@@ -339,9 +339,10 @@ const FLAG_RECORD: [i32; 5] = [
 /// and the block's code pages have the code words they had at decode. Otherwise return to the
 /// dispatcher, nothing done but storing RIP (the function's own address: a chained jump does
 /// not store it; the exit that jumped here stored `retired` and the flag record the
-/// dispatcher folds). The dispatcher's own call
-/// (`entered` = 1, the third argument) skips the check it has just made, and so does a
-/// chained jump that knows the check would pass (same-page skips, `chain::ChainEntry::check`).
+/// dispatcher folds). The check is skipped when `entered`, the third argument, is the block's
+/// check word (`chain::block_check`): the dispatcher passes it, having just made the check,
+/// and so does a chained jump from a function with the same check word (same-page skips, see
+/// `Lower::skip_target_check`). Any other value (0 from other jumps) makes the check.
 /// Leaves the builder in the block where the function's body starts; returns the flag record
 /// the body starts with (`[code, a, b, res, cin]`), loaded there from the frame: what the
 /// chained jump handed over, or code 0 from the dispatcher
@@ -366,7 +367,12 @@ fn entry_check(
     let check = b.create_block();
     let fail = b.create_block();
     b.set_cold_block(fail);
-    b.ins().brif(entered, body, &[], check, &[]);
+    let skip = b.ins().icmp_imm_s(
+        IntCC::Equal,
+        entered,
+        crate::chain::block_check(entry) as i64,
+    );
+    b.ins().brif(skip, body, &[], check, &[]);
     b.seal_block(check);
     b.switch_to_block(check);
     let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
@@ -582,7 +588,7 @@ pub fn lower_region(
         // The interpreter may have changed the execute TLB or swapped its privilege sets:
         // every chained jump lets its target check itself.
         for inst in core::mem::take(&mut l.skip_enables) {
-            l.b.func.replace(inst).iconst(types::I8, 0);
+            l.b.func.replace(inst).iconst(types::I64, 0);
         }
     }
     l.b.seal_all_blocks();
@@ -1085,7 +1091,7 @@ impl Lower<'_> {
         self.b.seal_block(hop);
         self.b.seal_block(back);
         self.b.switch_to_block(hop);
-        let entered = match self.skip_target_check(exit, rip, e) {
+        let entered = match self.skip_target_check(exit, rip) {
             Some(v) => v,
             None => self.iconst(0),
         };
@@ -1105,13 +1111,16 @@ impl Lower<'_> {
         self.b.ins().return_(&[code]);
     }
 
-    /// On the way to a chained jump through chain entry `e`: when the target is on the
-    /// virtual page this function's entry check validated and the entry's check word is this
-    /// function's, the target's `entered` argument (non-zero: it skips its own check, which
-    /// would pass: see `chain::ChainEntry::check`); `None` when the target is known not to
-    /// qualify. Enabled by a constant that lowering turns off if the function calls the
-    /// interpreter.
-    fn skip_target_check(&mut self, exit: Exit, rip: Rip, e: Value) -> Option<Value> {
+    /// On the way to a chained jump: when the target is on the virtual page this function's
+    /// entry check validated, the target's `entered` argument: this function's check word
+    /// (`chain::block_check`, a constant). A target with the same check word skips its own
+    /// check, which would pass: same virtual page, and that page still maps the physical page
+    /// and holds the code word both were decoded with (this function's check made sure of it
+    /// on entry, and a store into the page would have left this function before the exit).
+    /// `None` when the target is known not to qualify. The constant becomes 0 (no target's
+    /// check word) if the function calls the interpreter, the only code that can change the
+    /// execute TLB or swap its privilege sets.
+    fn skip_target_check(&mut self, exit: Exit, rip: Rip) -> Option<Value> {
         let (vpn, own) = self.own_check?;
         let dyn_target = match (exit, rip) {
             (Exit::Either(_, t, f), _) if t >> 12 == vpn && f >> 12 == vpn => None,
@@ -1120,21 +1129,18 @@ impl Lower<'_> {
             (_, Rip::Const(_)) => return None,
             (_, Rip::Dyn(v)) => Some(v),
         };
-        let check = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), e, crate::chain::OFF_CHECK);
-        let mut ok = self.b.ins().icmp_imm_s(IntCC::Equal, check, own as i64);
-        if let Some(v) = dyn_target {
-            let page = self.b.ins().ushr_imm_s(v, 12);
-            let same = self.b.ins().icmp_imm_s(IntCC::Equal, page, vpn as i64);
-            ok = self.b.ins().band(ok, same);
-        }
-        let enable = self.b.ins().iconst(types::I8, 1);
-        let inst = self.b.func.dfg.value_def(enable).unwrap_inst();
+        let word = self.iconst(own);
+        let inst = self.b.func.dfg.value_def(word).unwrap_inst();
         self.skip_enables.push(inst);
-        let ok = self.b.ins().band(ok, enable);
-        Some(self.b.ins().uextend(types::I64, ok))
+        Some(match dyn_target {
+            None => word,
+            Some(v) => {
+                let page = self.b.ins().ushr_imm_s(v, 12);
+                let same = self.b.ins().icmp_imm_s(IntCC::Equal, page, vpn as i64);
+                let zero = self.iconst(0);
+                self.b.ins().select(same, word, zero)
+            }
+        })
     }
 
     /// Count the current instruction as retired (after its last fallible step).
