@@ -572,6 +572,18 @@ impl Lower<'_> {
         Some([code, p.a, p.b, p.res, cin])
     }
 
+    /// Which fields of the record [`Self::handover_record`] returns (`[code, a, b, res, cin]`)
+    /// the flags it defines depend on ([`bits_of`]): a logic operation's only on the result;
+    /// `cin` only ADC's, SBB's and BitsOrKeep's (whose records carry one) and a run-time
+    /// record's. An exit stores only those: the frame's other fields keep stale values that
+    /// nothing reads for that code.
+    pub fn record_fields_used(&self) -> [bool; 5] {
+        let p = &self.pending[0];
+        let operands = !matches!(p.op, FlagOp::Logic);
+        let cin = p.cin.is_some() || matches!(p.op, FlagOp::BitsOrKeep | FlagOp::Dyn);
+        [true, operands, operands, true, cin]
+    }
+
     /// `fold_flags(rf, record)` through the helper.
     pub fn call_fold(&mut self, rf: Value, rec: [Value; 5]) -> Value {
         let f = self.iconst(self.sigs.addrs.fold);

@@ -910,8 +910,11 @@ impl Lower<'_> {
                     // The frame still holds it: nothing of this function replaced it.
                     return;
                 }
-                for (v, off) in rec.iter().zip(FLAG_RECORD) {
-                    self.b.ins().store(host_mem(), *v, self.frame, off);
+                let used = self.record_fields_used();
+                for ((v, off), used) in rec.iter().zip(FLAG_RECORD).zip(used) {
+                    if used {
+                        self.b.ins().store(host_mem(), *v, self.frame, off);
+                    }
                 }
             }
             None => {
