@@ -56,9 +56,10 @@ pub struct JitConfig {
 impl Default for JitConfig {
     fn default() -> Self {
         JitConfig {
-            // Measured (docs/jit.md, "Threshold"): a Linux boot is fastest around 3000-5000,
-            // user programs within a few percent from 200 to 3000.
-            threshold: 3000,
+            // Measured (docs/jit.md, "Threshold"; session 11): callgrind's host instructions
+            // and its cache-simulated cycle estimate both favour 2000 over 3000 for a boot
+            // and for user programs.
+            threshold: 2000,
             max_compiled: 1 << 16,
             max_entries: 1 << 18,
             batch: 16,
