@@ -384,29 +384,32 @@ impl Lower<'_> {
         (ok, entry)
     }
 
+    /// `v` as `x + constant` when an add of a constant defines it (a displacement).
+    fn base_and_offset(&self, v: Value) -> Option<(Value, i64)> {
+        let Some(InstructionData::Binary {
+            opcode: Opcode::Iadd,
+            args: [x, k],
+        }) = self.defining(v)
+        else {
+            return None;
+        };
+        match self.defining(k) {
+            Some(InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            }) if self.b.func.dfg.value_type(v) == types::I64 => Some((x, imm.bits())),
+            _ => None,
+        }
+    }
+
     /// `v + c`. When `v` is itself `x + constant` (a displacement), the constants are
     /// folded: `x + (constant + c)` is one host LEA, where `v + c` would materialise `c` in a
     /// register first (Cranelift at `opt_level=none` does not fold them).
     fn offset_by(&mut self, v: Value, c: i64) -> Value {
-        if !self.fold_offsets {
-            return self.b.ins().iadd_imm_s(v, c);
+        match self.base_and_offset(v) {
+            Some((x, k)) if self.fold_offsets => self.b.ins().iadd_imm_s(x, k.wrapping_add(c)),
+            _ => self.b.ins().iadd_imm_s(v, c),
         }
-        if let Some(InstructionData::Binary {
-            opcode: Opcode::Iadd,
-            args: [x, k],
-        }) = self.defining(v)
-        {
-            if let Some(InstructionData::UnaryImm {
-                opcode: Opcode::Iconst,
-                imm,
-            }) = self.defining(k)
-            {
-                if self.b.func.dfg.value_type(v) == types::I64 {
-                    return self.b.ins().iadd_imm_s(x, imm.bits().wrapping_add(c));
-                }
-            }
-        }
-        self.b.ins().iadd_imm_s(v, c)
     }
 
     /// Host address of a TLB hit: the entry's `host` (the page's host address minus the
@@ -512,20 +515,8 @@ impl Lower<'_> {
     /// cold block, so that the main path need not compute it (an unused instruction is not
     /// emitted).
     fn slow_lin(&mut self, lin: Value, role: Role) -> Value {
-        if !matches!(role, Role::Member(..)) {
-            return lin;
-        }
-        match self.defining(lin) {
-            Some(InstructionData::Binary {
-                opcode: Opcode::Iadd,
-                args: [x, k],
-            }) => match self.defining(k) {
-                Some(InstructionData::UnaryImm {
-                    opcode: Opcode::Iconst,
-                    imm,
-                }) => self.b.ins().iadd_imm_s(x, imm.bits()),
-                _ => lin,
-            },
+        match self.base_and_offset(lin) {
+            Some((x, k)) if matches!(role, Role::Member(..)) => self.b.ins().iadd_imm_s(x, k),
             _ => lin,
         }
     }
