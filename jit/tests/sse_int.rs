@@ -583,3 +583,44 @@ fn half_and_vex_scalar_moves_match_interpreter() {
         compare(&code, &slices, eager_config(), &|m| fill(m, seed));
     }
 }
+
+/// An SSE memory operand whose page misses the TLB in a single-block function (regions off):
+/// its slow path syncs `cpu.retired`, runs the instruction in the interpreter and rejoins the
+/// main path, where a single block's exits add their count to `cpu.retired` in memory. The
+/// retired count (and so the budget stops) must stay the interpreter's: without taking the
+/// synced count off again on the rejoin, every later exit of the block counts it twice.
+#[test]
+fn sse_slow_path_in_a_single_block_keeps_the_retired_count() {
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut tail = a.create_label();
+        a.mov(rcx, 15u64)?;
+        a.mov(rbx, DATA_BASE)?;
+        a.set_label(&mut top)?;
+        // Block A: a few native instructions, the SSE access to a page not touched yet,
+        // a few more, then a jump to block B.
+        a.add(rdx, 1)?;
+        a.lea(rsi, ptr(rdx + 3))?;
+        a.paddd(xmm0, ptr(rbx))?;
+        a.add(rdx, rsi)?;
+        a.xor(rdi, rdx)?;
+        a.jmp(tail)?;
+        // Block B: the next page, and back.
+        a.set_label(&mut tail)?;
+        a.add(rbx, 0x1000)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    let config = lockstep_jit::JitConfig {
+        region_blocks: 1,
+        ..eager_config()
+    };
+    let (_, jit, exit) = compare(&code, &[1_000_000], config.clone(), &|m| fill(m, 5));
+    // 2 + 15 iterations of 9 instructions, then HLT at CPL 3 (#GP).
+    assert_eq!(exit.retired, 137, "{exit:?}");
+    assert!(jit.stats.native_insns > 5, "{:?}", jit.stats);
+    // Budget slices that stop inside block A, before and after its slow path.
+    let slices: Vec<u64> = (0..60).map(|i| 1 + (i * 7) % 11).collect();
+    compare(&code, &slices, config, &|m| fill(m, 5));
+}
