@@ -324,9 +324,24 @@ impl Compiler {
         let bsig = self.sig.clone();
         let table = self.chain_table;
         let addrs = self.helpers;
+        // Lifting folds constant offsets itself only where Cranelift will not.
+        let level = match &self.loop_isa {
+            Some(isa) if looped => isa.flags().opt_level(),
+            _ => self.module().isa().flags().opt_level(),
+        };
+        let fold = level == cranelift_codegen::settings::OptLevel::None;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let stats = lift::lower_region(builder, blocks, native, frontend, table, ram_base, |b| {
-            HelperSigs {
+        let stats = lift::lower_region(
+            builder,
+            blocks,
+            native,
+            lift::LowerTarget {
+                frontend,
+                chain_table: table,
+                ram_base,
+                fold_offsets: fold,
+            },
+            |b| HelperSigs {
                 exec: b.import_signature(hs[0].clone()),
                 load: b.import_signature(hs[1].clone()),
                 store: b.import_signature(hs[2].clone()),
@@ -334,8 +349,8 @@ impl Compiler {
                 fold: b.import_signature(hs[4].clone()),
                 block: b.import_signature(bsig.clone()),
                 addrs,
-            }
-        });
+            },
+        );
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
         // Host-side diagnostics only (never reaches the guest), and only when asked for: the
         // size of the IR and the time Cranelift takes for it.

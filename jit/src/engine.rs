@@ -621,7 +621,7 @@ impl Jit {
             let b = out[i].clone();
             i += 1;
             let mut targets = crate::region::successors(&b);
-            if crate::region::ends_in_indirect_jump(&b) {
+            if crate::region::ends_in_switch_jump(&b) {
                 targets.extend(self.jump_candidates(key));
             }
             for t in targets {

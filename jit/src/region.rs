@@ -55,7 +55,7 @@ pub fn is_switch_jump(ins: &iced_x86::Instruction) -> bool {
 
 /// Does the block end with a `switch` jump ([`is_switch_jump`])? Inside a region, its
 /// run-time target may be any block of the region.
-pub fn ends_in_indirect_jump(b: &Block) -> bool {
+pub fn ends_in_switch_jump(b: &Block) -> bool {
     b.insns.last().is_some_and(|d| is_switch_jump(&d.ins))
 }
 
@@ -85,7 +85,7 @@ fn reaches_entry(blocks: &[&Block]) -> Vec<bool> {
     let succ: Vec<Vec<u64>> = blocks
         .iter()
         .map(|b| {
-            if ends_in_indirect_jump(b) {
+            if ends_in_switch_jump(b) {
                 return blocks.iter().map(|o| start(o)).collect();
             }
             let mut s = successors(b);

@@ -6,7 +6,7 @@ use super::forms::{matches_filter, table, Form, Isa};
 use super::gen::{GenCase, Generator, Span};
 use super::host::{Feature, HostInfo};
 use super::layout::{CODE_ADDR, CODE_LEN, DATA_LEN};
-use super::native::NativeRunner;
+use super::native::{NativeRunner, NativeStop};
 use super::outcome::{is_transcendental, judge, Diff, End, Outcome, Verdict};
 use super::sim::InterpRunner;
 use crate::seed::Seed;
@@ -60,21 +60,13 @@ impl Harness {
             code[n..self.prev_len].fill(0xcc);
         }
         self.prev_len = n;
-        self.native.data_mut().copy_from_slice(&self.data);
         let t0 = Instant::now();
-        let mut stop = self
-            .native
-            .run(&case.gpr, case.flags, case.simd.as_deref())
-            .map_err(|e| format!("native run: {e}"))?;
+        let mut stop = self.run_native(case)?;
         if stop.timed_out {
             // A stalled host looks like a hang (CI once saw a LOCK case across a page killed
             // before its first instruction on a machine busy with other builds; the kernel
             // throttles split locks): a real hang hangs again, a stall does not.
-            self.native.data_mut().copy_from_slice(&self.data);
-            stop = self
-                .native
-                .run(&case.gpr, case.flags, case.simd.as_deref())
-                .map_err(|e| format!("native run: {e}"))?;
+            stop = self.run_native(case)?;
         }
         let t1 = Instant::now();
         let sim = &mut self.sim;
@@ -111,6 +103,14 @@ impl Harness {
             interp,
             verdict,
         })
+    }
+
+    /// One native run of `case` (its code already in place) on fresh data.
+    fn run_native(&mut self, case: &Case) -> Result<NativeStop, String> {
+        self.native.data_mut().copy_from_slice(&self.data);
+        self.native
+            .run(&case.gpr, case.flags, case.simd.as_deref())
+            .map_err(|e| format!("native run: {e}"))
     }
 
     /// Data pages after the last native run.

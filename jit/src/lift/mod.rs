@@ -135,9 +135,10 @@ pub struct Lower<'a> {
     avx_ok: Option<Value>,
     /// Read TLB, write TLB (loaded at their first use on the main path).
     tlb_ptrs: [Option<Value>; 2],
-    /// Fold constant offsets while lifting (see `Lower::offset_by`): not in loop regions,
-    /// whose optimisation level's e-graph folds them itself (doing it here only reorders its
-    /// input, which moved one of bignum's loops to a worse register allocation).
+    /// Fold constant offsets while lifting (see `Lower::offset_by`): only for a function
+    /// compiled at `opt_level=none`; an optimising level's e-graph folds them itself (doing
+    /// it here too only reorders its input, which moved one of bignum's loops to a worse
+    /// register allocation).
     fold_offsets: bool,
     sigs: HelperSigs,
     /// Address of the chain table (`crate::chain`).
@@ -417,6 +418,16 @@ fn own_check(entry: &Block) -> Option<(u64, u64)> {
     (check != u64::MAX).then(|| (entry.key().rip >> 12, check))
 }
 
+/// What a region's code is compiled for: the host ISA's frontend settings, the chain table's
+/// address, the RAM's host base (the entry check's constant), and whether lifting folds
+/// constant offsets itself (a function compiled at `opt_level=none`, see `Lower::offset_by`).
+pub struct LowerTarget {
+    pub frontend: cranelift_codegen::isa::TargetFrontendConfig,
+    pub chain_table: u64,
+    pub ram_base: u64,
+    pub fold_offsets: bool,
+}
+
 /// Lift a region into the function under construction in `b` (its signature must be
 /// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
 /// that branches of the region may reach: a branch to one of them becomes a jump inside the
@@ -425,11 +436,15 @@ pub fn lower_region(
     mut b: FunctionBuilder<'_>,
     blocks: &[&Block],
     native: bool,
-    frontend: cranelift_codegen::isa::TargetFrontendConfig,
-    chain_table: u64,
-    ram_base: u64,
+    target: LowerTarget,
     sig_for: impl Fn(&mut FunctionBuilder<'_>) -> HelperSigs,
 ) -> LowerStats {
+    let LowerTarget {
+        frontend,
+        chain_table,
+        ram_base,
+        fold_offsets,
+    } = target;
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
@@ -494,7 +509,7 @@ pub fn lower_region(
         sse_ok: None,
         avx_ok: None,
         tlb_ptrs: [None; 2],
-        fold_offsets: !crate::region::is_loop(blocks),
+        fold_offsets,
         sigs,
         chain_table,
         ins_ip: 0,
@@ -1053,7 +1068,7 @@ impl Lower<'_> {
         };
         let r = match self.store_retired() {
             Some(r) => r,
-            None => self.retired_base(),
+            None => self.retired_slot().1,
         };
         // The entry for the target.
         let entry_of = |l: &mut Self, t: u64| {
@@ -1166,9 +1181,10 @@ impl Lower<'_> {
         self.dirty = 0;
         self.pending.clear();
         // Everything is in memory: the exit only returns the status.
-        let r = self.exec_call(d);
+        self.exec_call(d);
         let rep = d.ins.has_rep_prefix() || d.ins.has_repne_prefix();
         if after > 0 && rep && d.ins.is_string_instruction() {
+            let (_, r) = self.retired_slot();
             let be = self
                 .b
                 .ins()
@@ -1198,9 +1214,9 @@ impl Lower<'_> {
     }
 
     /// Call the instruction trampoline for `d` (`retired` in memory is up to date), reload
-    /// `retired`, and leave the block with the helper's status when it is not NEXT. Returns
-    /// the reloaded `retired`.
-    fn exec_call(&mut self, d: &DecodedInsn) -> Value {
+    /// `retired` into a region's variable, and leave the block with the helper's status when
+    /// it is not NEXT.
+    fn exec_call(&mut self, d: &DecodedInsn) {
         let status = self.call_exec_insn(d);
         // The handler may have changed CR0/CR4 (CLTS, MOV CR): check SSE state again; it may
         // have filled or flushed the TLB: end the page groups.
@@ -1209,15 +1225,13 @@ impl Lower<'_> {
         self.avx_ok = None;
         self.k = 0;
         self.ret_stale = false;
-        let p = self.retired_ptr();
-        let r = self.b.ins().load(types::I64, host_mem(), p, 0);
-        if self.retired_ptr.is_some() {
+        if let Some(p) = self.retired_ptr {
+            let r = self.b.ins().load(types::I64, host_mem(), p, 0);
             self.b.def_var(self.ret_var, r);
         }
         self.rip_in_memory = true;
         let c = self.b.ins().icmp_imm_s(IntCC::NotEqual, status, 0);
         self.side_exit_if(c, None, Some(status), 0);
-        r
     }
 
     /// The call of the instruction trampoline `exec_insn(frame, d)`; returns its status.
@@ -1242,9 +1256,8 @@ impl Lower<'_> {
     /// time in both engines. The compile-time state (`ret_var`, `k`) is left alone: exits
     /// store the same value again.
     pub fn sync_retired_for_device(&mut self) {
-        let r = self.retired_base();
+        let (p, r) = self.retired_slot();
         let r = self.b.ins().iadd_imm_s(r, self.k);
-        let p = self.retired_ptr();
         self.b.ins().store(host_mem(), r, p, 0);
     }
 
@@ -1256,31 +1269,23 @@ impl Lower<'_> {
         if self.retired_ptr.is_some() {
             return;
         }
-        let p = self.retired_ptr();
-        let r = self.b.ins().load(types::I64, host_mem(), p, 0);
+        let (p, r) = self.retired_slot();
         let r = self.b.ins().iadd_imm_s(r, -self.k - 1);
         self.b.ins().store(host_mem(), r, p, 0);
     }
 
-    /// `&cpu.retired` (see `Lower::retired_ptr`).
-    fn retired_ptr(&mut self) -> Value {
-        match self.retired_ptr {
-            Some(p) => p,
-            None => self
-                .b
-                .ins()
-                .load(types::I64, host_mem(), self.frame, Frame::OFF_RETIRED),
+    /// `&cpu.retired` and the count that `k` is added to (see `Lower::retired_ptr`): in a
+    /// region, the pointer loaded at entry and `ret_var`; in a single block, both loaded
+    /// here (the pointer once, for the load and the caller's store).
+    fn retired_slot(&mut self) -> (Value, Value) {
+        if let Some(p) = self.retired_ptr {
+            return (p, self.b.use_var(self.ret_var));
         }
-    }
-
-    /// The count that `k` is added to: `ret_var` in a region, `cpu.retired` in memory in a
-    /// single block.
-    fn retired_base(&mut self) -> Value {
-        if self.retired_ptr.is_some() {
-            return self.b.use_var(self.ret_var);
-        }
-        let p = self.retired_ptr();
-        self.b.ins().load(types::I64, host_mem(), p, 0)
+        let p = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_RETIRED);
+        (p, self.b.ins().load(types::I64, host_mem(), p, 0))
     }
 
     /// Make `cpu.retired` in memory `ret_var + k` when it may differ (some instruction
@@ -1290,9 +1295,8 @@ impl Lower<'_> {
         if self.k == 0 && !self.ret_stale {
             return None;
         }
-        let r = self.retired_base();
+        let (p, r) = self.retired_slot();
         let r = self.b.ins().iadd_imm_s(r, self.k);
-        let p = self.retired_ptr();
         self.b.ins().store(host_mem(), r, p, 0);
         Some(r)
     }
