@@ -8,6 +8,7 @@ use crate::frame::{ret, Frame};
 use crate::step::interp_block;
 use cranelift_module::FuncId;
 use lockstep_interp::decode::{Block, BlockKey, FixedMap};
+use lockstep_interp::mmu::Access;
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
 use std::sync::Arc;
 use std::time::Instant;
@@ -214,6 +215,29 @@ enum Tier {
 
 const FRONT_ENTRIES: usize = 1 << 14;
 
+/// A front-table slot: the entry last found at `rip`, and the execute-TLB and code epochs at
+/// which it was last found valid there in 64-bit mode. While both epochs stay the same, RIP
+/// translates to the same physical address (its execute translation was cached in the TLB
+/// then, and no execute entry or privilege set has changed) and no code word has moved, so
+/// the entry is still the valid one for RIP: the dispatcher skips the translation, the key
+/// comparison and the validity check. (`u64::MAX` epochs: not known; epochs never take it.)
+#[derive(Clone, Copy)]
+struct Front {
+    idx: u32,
+    rip: u64,
+    exec_epoch: u64,
+    code_epoch: u64,
+}
+
+impl Front {
+    const EMPTY: Front = Front {
+        idx: u32::MAX,
+        rip: 0,
+        exec_epoch: u64::MAX,
+        code_epoch: u64::MAX,
+    };
+}
+
 /// Most runs a compiled block waits (interpreted) for its batch to be finalised: a batch
 /// saves `finalize_definitions` calls, but at threshold 3000 waiting another `threshold` runs
 /// (as before) cost a boot 1.5 M extra interpreted block runs.
@@ -293,9 +317,10 @@ pub struct Jit {
     /// `LOCKSTEP_JIT_DUMP_CODE` (read once): where to write finalised functions' code.
     dump_code: Option<std::ffi::OsString>,
     index: FixedMap<BlockKey, u32>,
-    /// Direct-mapped by RIP, in front of the map: the index of the entry last found at that
-    /// RIP (used when its key is the one looked up; saves the map probe).
-    front: Box<[u32]>,
+    /// Direct-mapped by RIP, in front of the map: the entry last found at that RIP (used when
+    /// its key is the one looked up; saves the map probe), and when nothing it depends on has
+    /// changed since, without translating RIP again (see [`Front`]).
+    front: Box<[Front]>,
     /// Compiles per physical code page since the last flush: a page past
     /// [`MAX_PAGE_COMPILES`] (code rewritten again and again) stays interpreted.
     page_compiles: FixedMap<u64, u32>,
@@ -356,7 +381,7 @@ impl Jit {
             extras: Vec::new(),
             dump_code: std::env::var_os("LOCKSTEP_JIT_DUMP_CODE"),
             index: FixedMap::default(),
-            front: vec![u32::MAX; FRONT_ENTRIES].into_boxed_slice(),
+            front: vec![Front::EMPTY; FRONT_ENTRIES].into_boxed_slice(),
             page_compiles: FixedMap::default(),
             compiler: Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr()),
             chain,
@@ -371,7 +396,7 @@ impl Jit {
         self.entries.clear();
         self.extras.clear();
         self.index.clear();
-        self.front.fill(u32::MAX);
+        self.front.fill(Front::EMPTY);
         self.page_compiles.clear();
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
@@ -446,8 +471,22 @@ impl Jit {
     /// Look up (or decode) the block at RIP, promote it through the tiers, and run it.
     fn dispatch(&mut self, ctx: &mut Ctx) -> Dispatched {
         let rip = ctx.cpu.state.rip;
-        let threshold = self.config.threshold;
         self.stats.lookups += 1;
+        let slot = crate::chain::slot(rip) & (FRONT_ENTRIES - 1);
+        let front = self.front[slot];
+        let long_mode = ctx.cpu.state.in_64bit_mode();
+        if front.rip == rip && long_mode {
+            // The privilege set first: swapping it moves the execute epoch.
+            ctx.sync_tlb_privilege();
+            if front.exec_epoch == ctx.cpu.tlb.exec_epoch()
+                && front.code_epoch == ctx.ram.code_epoch()
+            {
+                if let Some(key) = self.entries.get(front.idx as usize).map(|e| e.key) {
+                    self.stats.front_hits += 1;
+                    return self.run_entry(ctx, key, front.idx as usize, true);
+                }
+            }
+        }
         // Translation, and in legacy modes the CS-limit window (part of the key).
         let key = match ctx.block_key() {
             Ok((k, _)) => k,
@@ -459,8 +498,7 @@ impl Jit {
                 }
             }
         };
-        let slot = crate::chain::slot(rip) & (FRONT_ENTRIES - 1);
-        let f = self.front[slot] as usize;
+        let f = front.idx as usize;
         let found = if self.entries.get(f).is_some_and(|e| e.key == key) {
             self.stats.front_hits += 1;
             Some(f)
@@ -489,7 +527,32 @@ impl Jit {
                 (i, false)
             }
         };
-        self.front[slot] = idx as u32;
+        // Epochs only when RIP's execute translation is cached (an uncached one is walked
+        // again on every lookup, and may change without an epoch moving).
+        let cached = long_mode && ctx.cpu.tlb.lookup(rip, Access::Exec).is_some();
+        self.front[slot] = Front {
+            idx: idx as u32,
+            rip,
+            exec_epoch: if cached {
+                ctx.cpu.tlb.exec_epoch()
+            } else {
+                u64::MAX
+            },
+            code_epoch: if cached {
+                ctx.ram.code_epoch()
+            } else {
+                u64::MAX
+            },
+        };
+        self.run_entry(ctx, key, idx, valid)
+    }
+
+    /// Promote the entry `idx` (found under `key`; `valid`: found valid, not decoded now)
+    /// through the tiers, and run it.
+    #[inline(always)]
+    fn run_entry(&mut self, ctx: &mut Ctx, key: BlockKey, idx: usize, valid: bool) -> Dispatched {
+        let threshold = self.config.threshold;
+        let rip = ctx.cpu.state.rip;
         // The common case (a valid entry that needs no tier change) touches only the entry.
         let mut due = true;
         if valid {
@@ -804,7 +867,7 @@ impl Jit {
                     e.tier = Tier::Ready(f);
                     if let Some(dir) = &self.dump_code {
                         let len = self.extras[i as usize].as_ref().map_or(0, |x| x.code_len);
-                        dump_code(dir, f, len);
+                        dump_code(dir, f, len, k.rip);
                     }
                 }
             }
@@ -813,14 +876,15 @@ impl Jit {
 }
 
 /// Host-side diagnostics (`LOCKSTEP_JIT_DUMP_CODE=<dir>`): write a finalised function's
-/// machine code to `<dir>/<address in hex>.bin`, for disassembly next to a perf profile.
-fn dump_code(dir: &std::ffi::OsStr, f: BlockFn, len: usize) {
+/// machine code to `<dir>/<host address>-<guest RIP>.bin` (both in hex), for disassembly next
+/// to a perf or callgrind profile.
+fn dump_code(dir: &std::ffi::OsStr, f: BlockFn, len: usize, rip: u64) {
     let addr = f as usize;
     // SAFETY: `f` is the entry of a finalised function of `len` bytes of machine code; the
     // module maps its code readable and keeps it until a flush, which cannot happen here.
     let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, len) };
     let _ = std::fs::write(
-        std::path::Path::new(dir).join(format!("{addr:x}.bin")),
+        std::path::Path::new(dir).join(format!("{addr:x}-{rip:x}.bin")),
         bytes,
     );
 }
