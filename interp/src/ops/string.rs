@@ -426,16 +426,31 @@ fn stos_chunk(x: &mut Ctx, g: &Str, max: u64, val: u64) -> Result<u64, Fault> {
         x.cpu.smc = true;
     }
     let buf = &mut x.ram.bytes_mut()[pd as usize..(pd + len) as usize];
-    let pat = val.to_le_bytes();
-    if g.esize == 1 {
-        buf.fill(pat[0]);
-    } else {
-        for el in buf.chunks_exact_mut(g.esize as usize) {
-            el.copy_from_slice(&pat[..g.esize as usize]);
-        }
+    match g.esize {
+        1 => buf.fill(val as u8),
+        2 => fill_elements::<2>(buf, val),
+        4 => fill_elements::<4>(buf, val),
+        _ => fill_elements::<8>(buf, val),
     }
     g.advance(x, RDI, k);
     Ok(k)
+}
+
+/// Fill `buf` (a whole number of `N`-byte elements) with the low `N` bytes of `val`,
+/// little-endian. A pattern of one repeated byte (zero: a page being cleared) is a plain
+/// byte fill; otherwise the element size is a constant, so each copy is a single store
+/// rather than a `memcpy` call per element.
+fn fill_elements<const N: usize>(buf: &mut [u8], val: u64) {
+    let bytes = val.to_le_bytes();
+    let mut pat = [0u8; N];
+    pat.copy_from_slice(&bytes[..N]);
+    if pat.iter().all(|&b| b == pat[0]) {
+        buf.fill(pat[0]);
+        return;
+    }
+    for el in buf.chunks_exact_mut(N) {
+        el.copy_from_slice(&pat);
+    }
 }
 
 fn stos(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {

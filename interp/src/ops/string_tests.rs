@@ -333,11 +333,19 @@ fn copy_backward_cases() {
 
 #[test]
 fn rep_stos_all_sizes_forward_and_back() {
+    // Distinct bytes; zero; and a value whose low bytes repeat (a one-byte fill for sizes 1
+    // and 2 only: the fill must look at the element's bytes, not RAX's).
+    for value in [0x0102_0304_0506_0708u64, 0, 0x1234_5678_9abc_4141] {
+        rep_stos_all_sizes(value);
+    }
+}
+
+fn rep_stos_all_sizes(value: u64) {
     for size in [1u8, 2, 4, 8] {
         for back in [false, true] {
             let mut m = TestMachine::new();
             m.load(DATA_BASE, &[0xee; 0x6000]);
-            m.cpu.state.gpr[reg::RAX] = 0x0102_0304_0506_0708;
+            m.cpu.state.gpr[reg::RAX] = value;
             let count = 9000 / size as u64;
             let bytes = count * size as u64;
             let (start, first) = if back {
@@ -350,7 +358,7 @@ fn rep_stos_all_sizes_forward_and_back() {
             let e = exec(&mut m, &enc(STOS, size, &[REP]));
             assert_eq!(e.retired, count);
             let got = mem(&m, DATA_BASE, 0x6000);
-            let pat = 0x0102_0304_0506_0708u64.to_le_bytes();
+            let pat = value.to_le_bytes();
             for (i, &b) in got.iter().enumerate() {
                 let i = i as u64;
                 let want = if i >= first && i < first + bytes {
@@ -358,7 +366,10 @@ fn rep_stos_all_sizes_forward_and_back() {
                 } else {
                     0xee
                 };
-                assert_eq!(b, want, "size {size} back {back} byte {i:#x}");
+                assert_eq!(
+                    b, want,
+                    "value {value:#x} size {size} back {back} byte {i:#x}"
+                );
             }
             let end = if back { start - bytes } else { start + bytes };
             assert_eq!(m.gpr(reg::RDI), DATA_BASE + end);
