@@ -530,19 +530,16 @@ impl Jit {
         // Epochs only when RIP's execute translation is cached (an uncached one is walked
         // again on every lookup, and may change without an epoch moving).
         let cached = long_mode && ctx.cpu.tlb.lookup(rip, Access::Exec).is_some();
+        let (exec_epoch, code_epoch) = if cached {
+            (ctx.cpu.tlb.exec_epoch(), ctx.ram.code_epoch())
+        } else {
+            (u64::MAX, u64::MAX)
+        };
         self.front[slot] = Front {
             idx: idx as u32,
             rip,
-            exec_epoch: if cached {
-                ctx.cpu.tlb.exec_epoch()
-            } else {
-                u64::MAX
-            },
-            code_epoch: if cached {
-                ctx.ram.code_epoch()
-            } else {
-                u64::MAX
-            },
+            exec_epoch,
+            code_epoch,
         };
         self.run_entry(ctx, key, idx, valid)
     }
