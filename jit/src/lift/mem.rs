@@ -327,13 +327,8 @@ impl Lower<'_> {
         }
     }
 
-    /// Read TLB and write TLB pointers (each loaded once, on the main path, where first
+    /// The read TLB's pointer (each TLB pointer is loaded once, on the main path, where first
     /// needed: a function that only reads memory does not load the write TLB's pointer).
-    pub(super) fn mem_base(&mut self) -> (Value, Value) {
-        (self.tlb_read(), self.tlb_write())
-    }
-
-    /// The read TLB's pointer (see [`Self::mem_base`]).
     pub(super) fn tlb_read(&mut self) -> Value {
         if let Some(r) = self.tlb_ptrs[0] {
             return r;
@@ -346,7 +341,7 @@ impl Lower<'_> {
         r
     }
 
-    /// The write TLB's pointer (see [`Self::mem_base`]).
+    /// The write TLB's pointer (see [`Self::tlb_read`]).
     pub(super) fn tlb_write(&mut self) -> Value {
         if let Some(w) = self.tlb_ptrs[1] {
             return w;

@@ -539,8 +539,9 @@ pub fn lower_region(
             l.b.ins()
                 .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
         l.region_end = Some(ce);
-        // The TLB and RAM pointers must dominate every block: load them here.
-        l.mem_base();
+        // The TLB pointers must dominate every block: load them here.
+        l.tlb_read();
+        l.tlb_write();
         for i in 0..17 {
             if regs_used & (1 << i) != 0 {
                 l.gpr(i);
@@ -1256,9 +1257,7 @@ impl Lower<'_> {
     /// time in both engines. The compile-time state (`ret_var`, `k`) is left alone: exits
     /// store the same value again.
     pub fn sync_retired_for_device(&mut self) {
-        let (p, r) = self.retired_slot();
-        let r = self.b.ins().iadd_imm_s(r, self.k);
-        self.b.ins().store(host_mem(), r, p, 0);
+        self.store_retired_plus(self.k);
     }
 
     /// Back on the main path after a slow path that synced `cpu.retired`
@@ -1269,9 +1268,7 @@ impl Lower<'_> {
         if self.retired_ptr.is_some() {
             return;
         }
-        let (p, r) = self.retired_slot();
-        let r = self.b.ins().iadd_imm_s(r, -self.k - 1);
-        self.b.ins().store(host_mem(), r, p, 0);
+        self.store_retired_plus(-self.k - 1);
     }
 
     /// `&cpu.retired` and the count that `k` is added to (see `Lower::retired_ptr`): in a
@@ -1288,6 +1285,15 @@ impl Lower<'_> {
         (p, self.b.ins().load(types::I64, host_mem(), p, 0))
     }
 
+    /// Store the count of [`Self::retired_slot`] plus `delta` to `cpu.retired`; the stored
+    /// value.
+    fn store_retired_plus(&mut self, delta: i64) -> Value {
+        let (p, r) = self.retired_slot();
+        let r = self.b.ins().iadd_imm_s(r, delta);
+        self.b.ins().store(host_mem(), r, p, 0);
+        r
+    }
+
     /// Make `cpu.retired` in memory `ret_var + k` when it may differ (some instruction
     /// retired since the last store, or a region block entered with it stale); the stored
     /// value, `None` when memory was already right.
@@ -1295,10 +1301,7 @@ impl Lower<'_> {
         if self.k == 0 && !self.ret_stale {
             return None;
         }
-        let (p, r) = self.retired_slot();
-        let r = self.b.ins().iadd_imm_s(r, self.k);
-        self.b.ins().store(host_mem(), r, p, 0);
-        Some(r)
+        Some(self.store_retired_plus(self.k))
     }
 
     /// Store every dirty register, the flags and `retired` (before a trampoline call).

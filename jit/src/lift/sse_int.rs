@@ -457,8 +457,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     if let Some(n) = mem_n {
         let a = l.mem_addr(ins);
         let size = ins.memory_size().size() as u8;
-        let (tr, tw) = l.mem_base();
-        let (hit, entry) = l.tlb_probe(if n == 0 { tw } else { tr }, a.lin, size);
+        let table = if n == 0 { l.tlb_write() } else { l.tlb_read() };
+        let (hit, entry) = l.tlb_probe(table, a.lin, size);
         ok = l.b.ins().band(ok, hit);
         if spec.align > 1 {
             let low = l.b.ins().band_imm_s(a.lin, spec.align as i64 - 1);
