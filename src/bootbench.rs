@@ -15,7 +15,7 @@ pub struct BenchBootArgs {
     /// Initrd whose /init prints the userspace marker (see `lockstep mkinitramfs`).
     #[arg(long)]
     pub initrd: PathBuf,
-    /// Runs per configuration (the median is reported).
+    /// Runs per configuration, taken in rounds of one run each (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Guest RAM in MiB.
@@ -116,20 +116,25 @@ pub fn main(a: BenchBootArgs) -> i32 {
         }
     }
     let timeout = Duration::from_secs(a.timeout);
-    let mut results = Vec::new();
-    for (name, make) in &configs {
-        let mut times = Vec::new();
-        for r in 0..a.runs {
+    // Round by round, one run of each configuration per round: a slow spell of a busy host
+    // then falls on every configuration alike instead of on whichever ran during it.
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    for r in 0..a.runs {
+        for ((name, make), t) in configs.iter().zip(times.iter_mut()) {
             match time_to_marker(make(), timeout) {
-                Some(t) => {
-                    eprintln!("  {name}: run {} {:.2} s", r + 1, t);
-                    times.push(t);
+                Some(s) => {
+                    eprintln!("  round {}: {name} {:.2} s", r + 1, s);
+                    t.push(s);
                 }
-                None => eprintln!("  {name}: run {} did not reach the marker", r + 1),
+                None => eprintln!("  round {}: {name} did not reach the marker", r + 1),
             }
         }
-        results.push((name.clone(), median(times)));
     }
+    let results: Vec<(String, Option<f64>)> = configs
+        .iter()
+        .zip(times)
+        .map(|((name, _), t)| (name.clone(), median(t)))
+        .collect();
     let base = results
         .iter()
         .find(|(n, _)| n.contains("icount"))
