@@ -53,7 +53,8 @@ impl Cpu {
         }
     }
 
-    /// Drop every cache that depends on paging or privilege (after CR/EFER/CPL changes).
+    /// Drop every cached translation (after CR/EFER changes that alter paging or its checks;
+    /// a CPL change only selects the TLB's other set, see `Ctx::sync_tlb_privilege`).
     pub fn flush_tlb(&mut self) {
         self.tlb.flush();
     }

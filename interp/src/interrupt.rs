@@ -274,7 +274,6 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     let mut chain: Vec<Event> = Vec::new();
     let mut raised: Vec<Fault> = Vec::new();
     let cpl_before = ctx.cpu.state.cpl();
-    let ac_before = ctx.cpu.state.rflags & flags::AC;
     loop {
         chain.push(cur);
         if let Event::Exception(Fault::PageFault { addr, .. }) = cur {
@@ -336,9 +335,10 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     let st = &mut ctx.cpu.state;
     st.halted = false;
     st.interrupt_shadow = false;
-    if st.cpl() != cpl_before || st.rflags & flags::AC != ac_before {
-        // TLB entries are filled for one privilege (and SMAP's AC); see `mmu::Tlb`.
-        ctx.cpu.flush_tlb();
+    if st.cpl() != cpl_before {
+        // The TLB's set for the new privilege (no flush: the sets are per privilege, and the
+        // tables never hold a translation whose outcome depends on RFLAGS.AC; see `mmu::Tlb`).
+        ctx.sync_tlb_privilege();
     }
     Ok(())
 }

@@ -161,17 +161,17 @@ fn iret_real<const S: u8>(x: &mut Ctx) -> Result<(), Trap> {
     c.selector = cs;
     c.base = (cs as u64) << 4;
     st.rip = ip;
-    finish(x, old, 0);
+    finish(x, 0);
     Ok(())
 }
 
-/// After IRET: interrupts may have become deliverable (yield), and a CPL or AC change drops
-/// the TLB (entries are filled for one privilege; see `mmu::Tlb`).
-fn finish(x: &mut Ctx, old_flags: u64, old_cpl: u8) {
+/// After IRET: interrupts may have become deliverable (yield), and a CPL change selects the
+/// TLB's set for the new privilege (no flush: the sets are per privilege, and the tables
+/// never hold a translation whose outcome depends on RFLAGS.AC; see `mmu::Tlb`).
+fn finish(x: &mut Ctx, old_cpl: u8) {
     x.cpu.yield_requested = true;
-    let st = &x.cpu.state;
-    if st.cpl() != old_cpl || (st.rflags ^ old_flags) & flags::AC != 0 {
-        x.cpu.flush_tlb();
+    if x.cpu.state.cpl() != old_cpl {
+        x.sync_tlb_privilege();
     }
 }
 
@@ -286,7 +286,7 @@ fn iret_protected<const S: u8>(x: &mut Ctx) -> Result<(), Trap> {
     if outer {
         null_data_segments(st, rpl);
     }
-    finish(x, old_flags, cpl);
+    finish(x, cpl);
     Ok(())
 }
 

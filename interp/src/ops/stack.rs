@@ -163,11 +163,8 @@ fn popf<const S: u8>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         // An interrupt may now be deliverable: let the machine look right after this.
         x.cpu.yield_requested = true;
     }
-    let st = &x.cpu.state;
-    if (old ^ new) & AC != 0 && st.cr4 & crate::state::ctl::CR4_SMAP != 0 && st.cpl() < 3 {
-        // Supervisor translations cached under the old AC may no longer hold (SMAP).
-        x.cpu.flush_tlb();
-    }
+    // An AC change needs no TLB flush: the TLB never holds a translation whose outcome
+    // depends on AC under SMAP (see `mmu::Tlb`).
     Ok(())
 }
 

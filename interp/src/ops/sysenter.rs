@@ -75,7 +75,8 @@ fn syscall(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
         return Err(Trap::Syscall);
     }
     syscall_enter(st);
-    x.cpu.flush_tlb();
+    // The TLB's set for the new privilege (no flush: see `mmu::Tlb`).
+    x.sync_tlb_privilege();
     Ok(())
 }
 
@@ -110,7 +111,8 @@ fn sysret<const Q: bool>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let cs = if Q { base.wrapping_add(16) } else { base } | 3;
     st.seg[sreg::CS] = flat_code(cs, 3, Q);
     st.seg[sreg::SS] = flat_stack(base.wrapping_add(8) | 3, 3);
-    x.cpu.flush_tlb();
+    // The TLB's set for the new privilege (no flush: see `mmu::Tlb`).
+    x.sync_tlb_privilege();
     Ok(())
 }
 
@@ -136,7 +138,8 @@ fn sysenter(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     let sel = cs & 0xfffc;
     st.seg[sreg::CS] = flat_code(sel, 0, long);
     st.seg[sreg::SS] = flat_stack(sel.wrapping_add(8), 0);
-    x.cpu.flush_tlb();
+    // The TLB's set for the new privilege (no flush: see `mmu::Tlb`).
+    x.sync_tlb_privilege();
     Ok(())
 }
 
@@ -164,7 +167,8 @@ fn sysexit<const Q: bool>(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     st.rip = rip;
     st.seg[sreg::CS] = flat_code(cs, 3, Q);
     st.seg[sreg::SS] = flat_stack(cs.wrapping_add(8) | 3, 3);
-    x.cpu.flush_tlb();
+    // The TLB's set for the new privilege (no flush: see `mmu::Tlb`).
+    x.sync_tlb_privilege();
     Ok(())
 }
 

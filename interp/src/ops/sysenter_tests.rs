@@ -248,3 +248,64 @@ fn all_four_end_blocks() {
         assert!(crate::ops::ends_block(&ins), "{code:x?}");
     }
 }
+
+/// A CPL change selects the TLB's set for the new privilege instead of flushing the TLB: a
+/// supervisor-only page the kernel has just read (so its translation is in the supervisor
+/// set) still faults for user code right after SYSRET, through the inline lookup path. Back at
+/// CPL 0 after SYSCALL, the kernel's translation is still cached.
+#[test]
+fn sysret_and_syscall_switch_tlb_sets() {
+    const KPAGE: u64 = 0x40_0000;
+    let mut m = long_machine(|a| {
+        set_star(a)?;
+        a.mov(rax, qword_ptr(KPAGE))?;
+        a.mov(ecx, USER as u32)?;
+        a.mov(r11d, 0x2u32)?;
+        a.sysretq()
+    });
+    // The 2 MiB page at KPAGE: present, writable, supervisor only.
+    m.ram
+        .write_u64(crate::ops::systest::PD + 2 * 8, KPAGE | 0x83)
+        .unwrap();
+    m.ram.write_u64(KPAGE, 0x1234).unwrap();
+    let user = asm(64, USER, |a| {
+        a.syscall()?;
+        a.ud2()
+    });
+    m.load(USER, &user);
+    m.load(ENTRY, &asm(64, ENTRY, |a| a.hlt()));
+    // Kernel reads KPAGE, SYSRETs to USER, which SYSCALLs back to ENTRY: HLT.
+    assert_eq!(run(&mut m, 100).reason, ExitReason::Halt);
+    assert_eq!(m.cpu.state.gpr[reg::RAX], 0x1234);
+    assert!(!m.cpu.tlb.is_user(), "back at CPL 0: the supervisor set");
+    assert_eq!(
+        m.cpu.tlb.lookup(KPAGE, crate::mmu::Access::Read),
+        Some(KPAGE),
+        "the kernel's translation survived the two privilege changes"
+    );
+    // Now user code right after SYSRET reads the supervisor-only page.
+    let mut m2 = long_machine(|a| {
+        set_star(a)?;
+        a.mov(rax, qword_ptr(KPAGE))?;
+        a.mov(ecx, USER as u32)?;
+        a.mov(r11d, 0x2u32)?;
+        a.sysretq()
+    });
+    m2.ram
+        .write_u64(crate::ops::systest::PD + 2 * 8, KPAGE | 0x83)
+        .unwrap();
+    m2.load(
+        USER,
+        &asm(64, USER, |a| {
+            a.mov(rbx, qword_ptr(KPAGE))?;
+            a.hlt()
+        }),
+    );
+    assert_eq!(
+        run(&mut m2, 100).reason,
+        ExitReason::Exception(Fault::PageFault {
+            addr: KPAGE,
+            code: crate::fault::pf::PRESENT | crate::fault::pf::USER,
+        })
+    );
+}

@@ -13,7 +13,7 @@ pub const STACK: u64 = 0x80000;
 /// Identity-mapping page tables: PML4, PDPT and PD.
 pub const PML4: u64 = 0x1000;
 const PDPT: u64 = 0x2000;
-const PD: u64 = 0x3000;
+pub const PD: u64 = 0x3000;
 
 /// Assemble `f` for `bitness` at `at`.
 pub fn asm(
