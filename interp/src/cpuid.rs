@@ -89,6 +89,8 @@ pub mod bits {
     pub const RDSEED: u32 = 1 << 18;
     pub const ADX: u32 = 1 << 19;
     pub const CLFLUSHOPT: u32 = 1 << 23;
+    // Leaf 7 subleaf 0 EDX.
+    pub const ARCH_CAPABILITIES: u32 = 1 << 29;
     // Leaf 0xD subleaf 1 EAX.
     pub const XSAVEOPT: u32 = 1 << 0;
     pub const XSAVEC: u32 = 1 << 1;
@@ -144,6 +146,9 @@ pub const LEAF1_ECX: u32 = SSE3
     | RDRAND;
 /// Leaf 7 subleaf 0 EBX.
 pub const LEAF7_EBX: u32 = FSGSBASE | BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP;
+/// Leaf 7 subleaf 0 EDX: the IA32_ARCH_CAPABILITIES MSR, which says which speculative-execution
+/// weaknesses the processor does not have (all of them: see `ops::msr::ARCH_CAPABILITIES_VALUE`).
+pub const LEAF7_EDX: u32 = ARCH_CAPABILITIES;
 /// Leaf 0xD subleaf 1 EAX: XSAVEOPT, XSAVEC and XGETBV with ECX = 1; no XSAVES.
 pub const LEAFD1_EAX: u32 = XSAVEOPT | XSAVEC | XGETBV_ECX1;
 
@@ -359,7 +364,7 @@ pub fn query(leaf: u32, subleaf: u32, apic_id: u32, os: OsState) -> CpuidResult 
         6 => r(ARAT, 0, 0, 0),
         7 => match subleaf {
             // EAX: highest subleaf = 0.
-            0 => r(0, LEAF7_EBX, 0, 0),
+            0 => r(0, LEAF7_EBX, 0, LEAF7_EDX),
             _ => r(0, 0, 0, 0),
         },
         0xb | 0x1f => topology_leaf(subleaf, apic_id),
@@ -451,6 +456,7 @@ mod tests {
             FSGSBASE | BMI1 | AVX2 | SMEP | BMI2 | ERMS | RDSEED | ADX | SMAP
         );
         assert_eq!(l7.ebx & CLFLUSHOPT, 0);
+        assert_eq!(l7.edx, ARCH_CAPABILITIES);
         assert_eq!(query(7, 1, 0), CpuidResult::default());
         let e1 = query(0x8000_0001, 0, 0);
         assert_eq!(e1.ecx, 0x21);

@@ -48,6 +48,7 @@ pub mod num {
     pub const GS_BASE: u32 = 0xc000_0101;
     pub const KERNEL_GS_BASE: u32 = 0xc000_0102;
     pub const TSC_AUX: u32 = 0xc000_0103;
+    pub const ARCH_CAPABILITIES: u32 = 0x10a;
 }
 
 /// IA32_MTRRCAP: 8 variable ranges, fixed ranges supported (bit 8), write-combining (bit 10),
@@ -59,6 +60,27 @@ pub const FEATURE_CONTROL_VALUE: u64 = 1;
 /// 10 × 100 MHz bus = 1000 MHz, the TSC frequency (CPUID 0x15/0x16). No programmable ratio
 /// or TDP limits, no CPUID faulting (bit 31).
 pub const PLATFORM_INFO_VALUE: u64 = (10 << 8) | (10 << 40);
+/// IA32_ARCH_CAPABILITIES (read-only; CPUID.7.0:EDX[29]): Lockstep executes nothing
+/// speculatively, so it reports itself not affected by every weakness the MSR has a bit for:
+/// RDCL_NO (0, Meltdown), SSB_NO (4), MDS_NO (5), PSCHANGE_MC_NO (6), TAA_NO (8), SBDR_SSDP_NO
+/// (13), FBSDP_NO (14), PSDP_NO (15), BHI_NO (20), PBRSB_NO (24), GDS_NO (26), RFDS_NO (27)
+/// and ITS_NO (62). No control bits (IBRS_ALL, TSX_CTRL, FB_CLEAR, …): their MSRs are not
+/// modelled. A Linux guest then skips page-table isolation and the CPU-buffer clearing on
+/// every return to user mode (Spectre v2 has no such bit; Linux still uses retpolines, as in
+/// QEMU's default CPU model).
+pub const ARCH_CAPABILITIES_VALUE: u64 = (1 << 0)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 8)
+    | (1 << 13)
+    | (1 << 14)
+    | (1 << 15)
+    | (1 << 20)
+    | (1 << 24)
+    | (1 << 26)
+    | (1 << 27)
+    | (1 << 62);
 /// MISC_ENABLE bits a write may change: fast strings (0), automatic thermal control (3), xTPR
 /// message disable (23). They are stored; none changes behaviour.
 const MISC_ENABLE_WRITABLE: u64 = (1 << 0) | (1 << 3) | (1 << 23);
@@ -191,6 +213,7 @@ pub fn read_msr(x: &Ctx, index: u32) -> Result<u64, Fault> {
         num::TSC => crate::ops::system::tsc(x),
         num::APIC_BASE => m.apic_base,
         num::FEATURE_CONTROL => FEATURE_CONTROL_VALUE,
+        num::ARCH_CAPABILITIES => ARCH_CAPABILITIES_VALUE,
         // Microcode revision (bits 63:32) 0: no microcode.
         num::BIOS_SIGN_ID => MICROCODE_REVISION << 32,
         num::PLATFORM_INFO => PLATFORM_INFO_VALUE,
@@ -361,8 +384,8 @@ pub fn write_msr(x: &mut Ctx, index: u32, v: u64) -> Result<(), Fault> {
             ok_if(v >> 32 == 0)?;
             st.tsc_aux = v;
         }
-        // Read-only (FEATURE_CONTROL is locked), or not modelled (incl. the x2APIC range
-        // 0x800..0x8FF, TSC_ADJUST, SPEC_CTRL, PRED_CMD, ARCH_CAPABILITIES).
+        // Read-only (FEATURE_CONTROL is locked; ARCH_CAPABILITIES), or not modelled (incl.
+        // the x2APIC range 0x800..0x8FF, TSC_ADJUST, SPEC_CTRL, PRED_CMD).
         _ => return Err(Fault::GP0),
     }
     Ok(())

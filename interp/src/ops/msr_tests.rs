@@ -119,7 +119,16 @@ fn read_only_and_reset_values() {
     assert_eq!(read(BIOS_SIGN_ID), Ok(super::MICROCODE_REVISION << 32));
     assert_eq!(read(PAT), Ok(0x0007_0406_0007_0406));
     assert_eq!(read(MTRR_DEF_TYPE), Ok(0));
-    for idx in [MTRRCAP, FEATURE_CONTROL, PLATFORM_INFO, MCG_CAP] {
+    assert_eq!(read(ARCH_CAPABILITIES), Ok(ARCH_CAPABILITIES_VALUE));
+    // RDCL_NO and MDS_NO (Linux: no page-table isolation, no buffer clearing), no IBRS_ALL.
+    assert_eq!(ARCH_CAPABILITIES_VALUE & 0b10_0011, 0b10_0001);
+    for idx in [
+        MTRRCAP,
+        FEATURE_CONTROL,
+        PLATFORM_INFO,
+        MCG_CAP,
+        ARCH_CAPABILITIES,
+    ] {
         let v = read(idx).unwrap();
         assert_eq!(
             write_then_read(idx, v).0,
@@ -131,13 +140,12 @@ fn read_only_and_reset_values() {
 
 #[test]
 fn unknown_and_unadvertised_msrs_fault() {
-    // TSC_ADJUST, SPEC_CTRL, PRED_CMD, ARCH_CAPABILITIES, x2APIC TPR/EOI, a perf counter,
+    // TSC_ADJUST, SPEC_CTRL, PRED_CMD, x2APIC TPR/EOI, a perf counter,
     // BIOS_UPDT_TRIG and nonsense.
     for idx in [
         0x3bu32,
         0x48,
         0x49,
-        0x10a,
         0x808,
         0x80b,
         0xc1,
