@@ -249,13 +249,10 @@ fn all_four_end_blocks() {
     }
 }
 
-/// A CPL change selects the TLB's set for the new privilege instead of flushing the TLB: a
-/// supervisor-only page the kernel has just read (so its translation is in the supervisor
-/// set) still faults for user code right after SYSRET, through the inline lookup path. Back at
-/// CPL 0 after SYSCALL, the kernel's translation is still cached.
-#[test]
-fn sysret_and_syscall_switch_tlb_sets() {
-    const KPAGE: u64 = 0x40_0000;
+/// Long mode at CPL 0: read the supervisor-only 2 MiB page at `KPAGE` (so its translation is
+/// in the supervisor set), then SYSRET to `user` at [`USER`].
+const KPAGE: u64 = 0x40_0000;
+fn kernel_reads_then_sysrets(user: &[u8]) -> SysMachine {
     let mut m = long_machine(|a| {
         set_star(a)?;
         a.mov(rax, qword_ptr(KPAGE))?;
@@ -268,13 +265,21 @@ fn sysret_and_syscall_switch_tlb_sets() {
         .write_u64(crate::ops::systest::PD + 2 * 8, KPAGE | 0x83)
         .unwrap();
     m.ram.write_u64(KPAGE, 0x1234).unwrap();
-    let user = asm(64, USER, |a| {
+    m.load(USER, user);
+    m
+}
+
+/// A CPL change selects the TLB's set for the new privilege instead of flushing the TLB: a
+/// supervisor-only translation survives SYSRET and SYSCALL, and user code right after SYSRET
+/// still faults on it.
+#[test]
+fn sysret_and_syscall_switch_tlb_sets() {
+    // User code SYSCALLs straight back to ENTRY: HLT.
+    let mut m = kernel_reads_then_sysrets(&asm(64, USER, |a| {
         a.syscall()?;
         a.ud2()
-    });
-    m.load(USER, &user);
+    }));
     m.load(ENTRY, &asm(64, ENTRY, |a| a.hlt()));
-    // Kernel reads KPAGE, SYSRETs to USER, which SYSCALLs back to ENTRY: HLT.
     assert_eq!(run(&mut m, 100).reason, ExitReason::Halt);
     assert_eq!(m.cpu.state.gpr[reg::RAX], 0x1234);
     assert!(!m.cpu.tlb.is_user(), "back at CPL 0: the supervisor set");
@@ -283,26 +288,13 @@ fn sysret_and_syscall_switch_tlb_sets() {
         Some(KPAGE),
         "the kernel's translation survived the two privilege changes"
     );
-    // Now user code right after SYSRET reads the supervisor-only page.
-    let mut m2 = long_machine(|a| {
-        set_star(a)?;
-        a.mov(rax, qword_ptr(KPAGE))?;
-        a.mov(ecx, USER as u32)?;
-        a.mov(r11d, 0x2u32)?;
-        a.sysretq()
-    });
-    m2.ram
-        .write_u64(crate::ops::systest::PD + 2 * 8, KPAGE | 0x83)
-        .unwrap();
-    m2.load(
-        USER,
-        &asm(64, USER, |a| {
-            a.mov(rbx, qword_ptr(KPAGE))?;
-            a.hlt()
-        }),
-    );
+    // User code reads the supervisor-only page right after SYSRET.
+    let mut m = kernel_reads_then_sysrets(&asm(64, USER, |a| {
+        a.mov(rbx, qword_ptr(KPAGE))?;
+        a.hlt()
+    }));
     assert_eq!(
-        run(&mut m2, 100).reason,
+        run(&mut m, 100).reason,
         ExitReason::Exception(Fault::PageFault {
             addr: KPAGE,
             code: crate::fault::pf::PRESENT | crate::fault::pf::USER,
