@@ -273,7 +273,6 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     };
     let mut chain: Vec<Event> = Vec::new();
     let mut raised: Vec<Fault> = Vec::new();
-    let cpl_before = ctx.cpu.state.cpl();
     loop {
         chain.push(cur);
         if let Event::Exception(Fault::PageFault { addr, .. }) = cur {
@@ -335,11 +334,10 @@ pub fn deliver_in(ctx: &mut Ctx, ev: Event) -> Result<(), Box<Shutdown>> {
     let st = &mut ctx.cpu.state;
     st.halted = false;
     st.interrupt_shadow = false;
-    if st.cpl() != cpl_before {
-        // The TLB's set for the new privilege (no flush: the sets are per privilege, and the
-        // tables never hold a translation whose outcome depends on RFLAGS.AC; see `mmu::Tlb`).
-        ctx.sync_tlb_privilege();
-    }
+    // The TLB's set for the (possibly new) privilege; a no-op when the CPL is unchanged. No
+    // flush: the sets are per privilege, and the tables never hold a translation whose
+    // outcome depends on RFLAGS.AC (see `mmu::Tlb`).
+    ctx.sync_tlb_privilege();
     Ok(())
 }
 

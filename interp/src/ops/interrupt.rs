@@ -161,18 +161,17 @@ fn iret_real<const S: u8>(x: &mut Ctx) -> Result<(), Trap> {
     c.selector = cs;
     c.base = (cs as u64) << 4;
     st.rip = ip;
-    finish(x, 0);
+    finish(x);
     Ok(())
 }
 
-/// After IRET: interrupts may have become deliverable (yield), and a CPL change selects the
-/// TLB's set for the new privilege (no flush: the sets are per privilege, and the tables
-/// never hold a translation whose outcome depends on RFLAGS.AC; see `mmu::Tlb`).
-fn finish(x: &mut Ctx, old_cpl: u8) {
+/// After IRET: interrupts may have become deliverable (yield), and the TLB's set must be
+/// the one for the (possibly new) privilege (a no-op when the CPL is unchanged; no flush: the
+/// sets are per privilege, and the tables never hold a translation whose outcome depends on
+/// RFLAGS.AC; see `mmu::Tlb`).
+fn finish(x: &mut Ctx) {
     x.cpu.yield_requested = true;
-    if x.cpu.state.cpl() != old_cpl {
-        x.sync_tlb_privilege();
-    }
+    x.sync_tlb_privilege();
 }
 
 /// Protected-mode and long-mode IRET.
@@ -286,7 +285,7 @@ fn iret_protected<const S: u8>(x: &mut Ctx) -> Result<(), Trap> {
     if outer {
         null_data_segments(st, rpl);
     }
-    finish(x, cpl);
+    finish(x);
     Ok(())
 }
 
