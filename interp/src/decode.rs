@@ -23,6 +23,10 @@ pub struct DecodedInsn {
     pub handler: Handler,
 }
 
+/// A [`Block`]'s `checked` epochs that never match a real pair (epochs start at multiples of
+/// 2^32 and count up).
+const UNCHECKED: (u64, u64) = (u64::MAX, u64::MAX);
+
 /// Longest block, in instructions.
 pub const MAX_BLOCK_INSNS: usize = 64;
 /// Most blocks kept before the cache is flushed (bounds host memory).
@@ -39,6 +43,7 @@ pub struct Block {
     lin: u64,
     /// The execute-TLB and code epochs at which the block was last found valid for `lin`: while
     /// both are unchanged, the same lookup would find it again (same translation, same code).
+    /// [`UNCHECKED`] when no lookup may be skipped.
     checked: (u64, u64),
     /// Every instruction has a specialised handler (`ops::fast`): each retires exactly one
     /// instruction and none reads or changes `cpu.retired`, so the engine may count them in bulk.
@@ -335,7 +340,15 @@ impl Ctx<'_> {
             _ => self.block_at_slow(key, lin)?,
         };
         self.cpu.blocks.jump[slot] = JumpEntry { rip, block: idx };
-        let checked = (self.cpu.tlb.exec_epoch(), self.ram.code_epoch());
+        // The epochs vouch for the translation only when the execute TLB holds it: one that
+        // is not cached (a supervisor fetch from a user page under SMAP) is walked again at
+        // every lookup, as lockstep-jit's dispatcher does, so both engines see a remapping
+        // at the same instruction.
+        let checked = if self.cpu.tlb.lookup(lin, Access::Exec).is_some() {
+            (self.cpu.tlb.exec_epoch(), self.ram.code_epoch())
+        } else {
+            UNCHECKED
+        };
         let b = &mut self.cpu.blocks.arena[idx as usize];
         b.lin = lin;
         b.checked = checked;
@@ -446,8 +459,8 @@ impl Ctx<'_> {
             all_fast,
             key,
             lin,
-            // Never matches a real epoch pair: set when the lookup finishes.
-            checked: (u64::MAX, u64::MAX),
+            // Set when the lookup finishes.
+            checked: UNCHECKED,
             pages,
             npages,
         })

@@ -73,3 +73,51 @@ fn a_privilege_change_between_runs_is_seen_by_the_front_table() {
     );
     assert_eq!(b.cpu.state.gpr[reg::RAX], 6);
 }
+
+#[test]
+fn an_uncached_code_translation_is_walked_again_in_both_engines() {
+    // Supervisor code calls into a user page with SMAP on and SMEP off: that execute
+    // translation is never cached, so each lookup walks the page tables again. The callee's
+    // page is remapped between two calls without INVLPG; both engines must run the new code.
+    const CALLEE: u64 = 0x8000;
+    let pt = PML4 + 0x3000;
+    let machine = || {
+        let mut m = SysMachine::new(64);
+        common::paging(&mut m, PML4, &|page| {
+            page | if page == CALLEE { 7 } else { 3 }
+        });
+        for table in [PML4, PML4 + 0x1000, PML4 + 0x2000] {
+            let e = m.ram.read_u64(table).unwrap();
+            m.ram.write_u64(table, e | 4).unwrap();
+        }
+        let mut a = CodeAssembler::new(64).unwrap();
+        a.mov(rbx, CALLEE).unwrap();
+        a.call(rbx).unwrap();
+        a.mov(r10, rax).unwrap();
+        a.mov(qword_ptr(pt + (CALLEE >> 12) * 8), r9).unwrap();
+        a.call(rbx).unwrap();
+        a.mov(r11, rax).unwrap();
+        a.hlt().unwrap();
+        m.load(CODE, &a.assemble(CODE).unwrap());
+        m.load(CALLEE, &[0xb8, 1, 0, 0, 0, 0xc3]); // mov eax, 1 ; ret
+        m.load(CALLEE + 0x1000, &[0xb8, 2, 0, 0, 0, 0xc3]); // mov eax, 2 ; ret
+        m.start_long(PML4, CODE);
+        let st = &mut m.cpu.state;
+        st.gpr[reg::RSP] = 0x8_0000;
+        st.gpr[reg::R9] = (CALLEE + 0x1000) | 7;
+        st.cr4 |= lockstep_interp::state::ctl::CR4_SMAP;
+        m
+    };
+    let (mut a, mut b) = (machine(), machine());
+    let mut jit = Jit::new(JitConfig {
+        threshold: 1,
+        batch: 1,
+        ..JitConfig::default()
+    });
+    assert_eq!(
+        run_both(&mut a, &mut b, &mut jit, "calls"),
+        ExitReason::Halt
+    );
+    assert_eq!(b.cpu.state.gpr[reg::R10], 1);
+    assert_eq!(b.cpu.state.gpr[reg::R11], 2, "the old mapping's code ran");
+}

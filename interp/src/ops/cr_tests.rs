@@ -330,6 +330,37 @@ fn invlpg_drops_a_stale_translation() {
 }
 
 #[test]
+fn uncached_code_translation_is_walked_again_at_each_block_lookup() {
+    // Supervisor code calling into a user page with SMAP on and SMEP off: that execute
+    // translation is never cached (see mmu's `cacheable`), so a block lookup must walk again
+    // each time, as lockstep-jit's dispatcher does, and not reuse the block found there by
+    // the last walk. Remapping the page without INVLPG must then run the new code.
+    let mut m = long_machine(|a| {
+        a.mov(rbx, 0x20_0000u64)?;
+        a.call(rbx)?;
+        a.mov(r10, rax)?;
+        a.mov(qword_ptr(0x3008u64), r9)?; // PD[1] = 0x400000 | 0x87, no INVLPG
+        a.call(rbx)?;
+        a.mov(r11, rax)?;
+        a.hlt()
+    });
+    // The code's own 2 MiB page supervisor-only (its translation is cached), PD[1] a user page.
+    m.ram.write_u64(0x3000, 0x83).unwrap();
+    let ret_const = |v: u8| [0xb8, v, 0, 0, 0, 0xc3]; // mov eax, v ; ret
+    m.ram.write_phys(0x20_0000, &ret_const(1)).unwrap();
+    m.ram.write_phys(0x40_0000, &ret_const(2)).unwrap();
+    m.cpu.state.gpr[reg::R9] = 0x40_0087;
+    m.cpu.state.cr4 |= crate::state::ctl::CR4_SMAP;
+    assert_eq!(run(&mut m, 100).reason, ExitReason::Halt);
+    assert_eq!(m.cpu.state.gpr[reg::R10], 1);
+    assert_eq!(
+        m.cpu.state.gpr[reg::R11],
+        2,
+        "the block from the old mapping ran"
+    );
+}
+
+#[test]
 fn writes_end_blocks_reads_do_not() {
     let dec = |bytes: &[u8]| iced_x86::Decoder::with_ip(64, bytes, 0, 0).decode();
     assert!(ends_block(&dec(&[0x0f, 0x22, 0xc0]))); // mov cr0, rax
