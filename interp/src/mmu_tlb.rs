@@ -57,13 +57,16 @@ const META_SIZE: u8 = 0x1f;
 
 /// One direct-mapped table. Invariants: bit `s` of `occ` is set exactly when entry `s` is
 /// filled (`tag != u64::MAX`); bit `s` of `large` exactly when it is filled and came from a
-/// page larger than 4 KiB. `meta[s]` is meaningful only for filled entries.
+/// page larger than 4 KiB; bit `s` of `global` exactly when it is filled from a global page
+/// (so a CR3 write visits only the non-global entries). `meta[s]` is meaningful only for
+/// filled entries.
 #[derive(Clone)]
 struct Table {
     entries: [TlbEntry; TLB_ENTRIES],
     meta: [u8; TLB_ENTRIES],
     occ: [u64; WORDS],
     large: [u64; WORDS],
+    global: [u64; WORDS],
 }
 
 /// Word index and bit of slot `s` in a bitmap.
@@ -92,6 +95,7 @@ impl Table {
             meta: [0; TLB_ENTRIES],
             occ: [0; WORDS],
             large: [0; WORDS],
+            global: [0; WORDS],
         })
     }
 
@@ -105,6 +109,11 @@ impl Table {
         } else {
             self.large[w] &= !b;
         }
+        if meta & META_GLOBAL != 0 {
+            self.global[w] |= b;
+        } else {
+            self.global[w] &= !b;
+        }
     }
 
     fn clear(&mut self, s: usize) {
@@ -112,6 +121,7 @@ impl Table {
         self.entries[s] = EMPTY;
         self.occ[w] &= !b;
         self.large[w] &= !b;
+        self.global[w] &= !b;
     }
 
     /// Drop every entry (visits only the filled ones).
@@ -120,6 +130,22 @@ impl Table {
         for_each_set(&occ, |s| self.entries[s] = EMPTY);
         self.occ = [0; WORDS];
         self.large = [0; WORDS];
+        self.global = [0; WORDS];
+    }
+
+    /// Drop every non-global entry (visits only those).
+    fn clear_non_global(&mut self) {
+        let mut local = [0u64; WORDS];
+        for (l, (o, g)) in local.iter_mut().zip(self.occ.iter().zip(&self.global)) {
+            *l = o & !g;
+        }
+        for_each_set(&local, |s| self.entries[s] = EMPTY);
+        for (o, l) in self.occ.iter_mut().zip(&local) {
+            *o &= !l;
+        }
+        for (g, l) in self.large.iter_mut().zip(&local) {
+            *g &= !l;
+        }
     }
 
     /// Drop every filled entry for which `drop(entry, meta)` holds.
@@ -370,9 +396,7 @@ impl Tlb {
     pub fn flush_non_global(&mut self) {
         self.version = self.version.wrapping_add(1);
         self.exec_epoch = self.exec_epoch.wrapping_add(1);
-        for t in self.all_tables() {
-            t.drop_where(|_, m| m & META_GLOBAL == 0);
-        }
+        self.all_tables().for_each(Table::clear_non_global);
     }
 
     /// INVLPG: drop the translations of the page holding `lin`, global ones included, in both
@@ -445,6 +469,7 @@ impl Tlb {
             d.meta = s.meta;
             d.occ = s.occ;
             d.large = s.large;
+            d.global = s.global;
         }
         self.user = src.user;
         self.has_large = src.has_large;

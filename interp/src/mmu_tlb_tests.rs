@@ -61,6 +61,8 @@ impl Tlb {
                     assert_eq!(tb.occ[w] & b != 0, filled, "occupancy of slot {s}");
                     let large = filled && tb.meta[s] & META_SIZE != 0;
                     assert_eq!(tb.large[w] & b != 0, large, "large bit of slot {s}");
+                    let global = filled && tb.meta[s] & META_GLOBAL != 0;
+                    assert_eq!(tb.global[w] & b != 0, global, "global bit of slot {s}");
                     if !filled {
                         assert_eq!(tb.entries[s], EMPTY, "cleared slot {s}");
                     }
