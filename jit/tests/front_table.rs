@@ -2,7 +2,8 @@
 //! changed (docs/jit.md, "Dispatcher and translation cache"). Here the privilege level
 //! changes between engine runs, as an IRET or an interrupt delivery leaves it, with the TLB
 //! untouched: code on a supervisor-only page that ran (and was compiled) at CPL 0 must fault
-//! on its fetch at CPL 3, in the JIT exactly as in the interpreter.
+//! on its fetch at CPL 3, in the JIT exactly as in the interpreter. And a code translation
+//! the TLB never caches is walked again at every lookup, in both engines.
 
 mod common;
 
