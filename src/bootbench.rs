@@ -57,12 +57,18 @@ fn time_to_marker(mut cmd: Command, timeout: Duration) -> Option<f64> {
     found
 }
 
+/// The median (the mean of the middle two for an even count).
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
     v.sort_by(|a, b| a.total_cmp(b));
-    Some(v[v.len() / 2])
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 pub fn main(a: BenchBootArgs) -> i32 {
@@ -117,23 +123,36 @@ pub fn main(a: BenchBootArgs) -> i32 {
     }
     let timeout = Duration::from_secs(a.timeout);
     // Round by round, one run of each configuration per round: a slow spell of a busy host
-    // then falls on every configuration alike instead of on whichever ran during it.
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    // then falls on every configuration alike instead of on whichever ran during it. Every
+    // other round runs them in reverse order, so no configuration always follows the same one.
+    let mut rounds: Vec<Vec<Option<f64>>> = Vec::new();
     for r in 0..a.runs {
-        for ((name, make), t) in configs.iter().zip(times.iter_mut()) {
+        let mut order: Vec<usize> = (0..configs.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        let mut round = vec![None; configs.len()];
+        for c in order {
+            let (name, make) = &configs[c];
             match time_to_marker(make(), timeout) {
                 Some(s) => {
                     eprintln!("  round {}: {name} {:.2} s", r + 1, s);
-                    t.push(s);
+                    round[c] = Some(s);
                 }
                 None => eprintln!("  round {}: {name} did not reach the marker", r + 1),
             }
         }
+        rounds.push(round);
     }
     let results: Vec<(String, Option<f64>)> = configs
         .iter()
-        .zip(times)
-        .map(|((name, _), t)| (name.clone(), median(t)))
+        .enumerate()
+        .map(|(c, (name, _))| {
+            (
+                name.clone(),
+                median(rounds.iter().filter_map(|r| r[c]).collect()),
+            )
+        })
         .collect();
     let base = results
         .iter()
@@ -151,5 +170,36 @@ pub fn main(a: BenchBootArgs) -> i32 {
             None => println!("| {name} | did not reach the marker | - |"),
         }
     }
+    // The JIT against each QEMU configuration, round by round (the two ran minutes apart at
+    // most, so a paired comparison is less exposed to the host's slow spells than medians).
+    if let Some(jit) = configs.iter().position(|(n, _)| n.ends_with("jit")) {
+        for (q, (name, _)) in configs
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| n.starts_with("qemu"))
+        {
+            let pairs: Vec<(f64, f64)> = rounds
+                .iter()
+                .filter_map(|r| Some((r[jit]?, r[q]?)))
+                .collect();
+            if let Some(ratio) = median(pairs.iter().map(|(j, q)| q / j).collect()) {
+                let won = pairs.iter().filter(|(j, q)| j < q).count();
+                println!(
+                    "lockstep --engine jit against {name}: faster in {won} of {} rounds, median per-round speed-up {ratio:.2}x",
+                    pairs.len()
+                );
+            }
+        }
+    }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(super::median(vec![]), None);
+        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(super::median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
 }
