@@ -328,6 +328,8 @@ pub struct Jit {
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
     single_block: bool,
+    /// What the last dispatch did, kept only while `single_block` (for `Verify`).
+    last: Dispatched,
     pending: Vec<BlockKey>,
     pub stats: JitStats,
 }
@@ -345,6 +347,14 @@ pub struct Dispatched {
     pub compiled: bool,
     /// `Some`: the engine must stop.
     pub stop: Option<ExitReason>,
+}
+
+impl Dispatched {
+    const NONE: Dispatched = Dispatched {
+        key: None,
+        compiled: false,
+        stop: None,
+    };
 }
 
 impl Jit {
@@ -386,6 +396,7 @@ impl Jit {
             compiler: Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr()),
             chain,
             single_block: false,
+            last: Dispatched::NONE,
             pending: Vec::new(),
             stats: JitStats::default(),
         }
@@ -451,15 +462,18 @@ impl Jit {
         let mut ctx = Ctx::new(cpu, ram, bus);
         let d = if budget == 0 {
             Dispatched {
-                key: None,
-                compiled: false,
                 stop: Some(ExitReason::Budget),
+                ..Dispatched::NONE
             }
         } else {
             self.single_block = true;
-            let d = self.dispatch(&mut ctx);
+            self.last = Dispatched::NONE;
+            let stop = self.dispatch(&mut ctx);
             self.single_block = false;
-            d
+            Dispatched {
+                stop,
+                ..std::mem::replace(&mut self.last, Dispatched::NONE)
+            }
         };
         let exit = Exit {
             retired: ctx.cpu.retired - start,
@@ -469,7 +483,26 @@ impl Jit {
     }
 
     /// Look up (or decode) the block at RIP, promote it through the tiers, and run it.
-    fn dispatch(&mut self, ctx: &mut Ctx) -> Dispatched {
+    /// The end of a dispatch: what it did is kept for `Verify` (only while `single_block`);
+    /// the engine sees whether to stop.
+    #[inline(always)]
+    fn done(
+        &mut self,
+        key: Option<BlockKey>,
+        compiled: bool,
+        stop: Option<ExitReason>,
+    ) -> Option<ExitReason> {
+        if self.single_block {
+            self.last = Dispatched {
+                key,
+                compiled,
+                stop: None,
+            };
+        }
+        stop
+    }
+
+    fn dispatch(&mut self, ctx: &mut Ctx) -> Option<ExitReason> {
         let rip = ctx.cpu.state.rip;
         self.stats.lookups += 1;
         let slot = crate::chain::slot(rip) & (FRONT_ENTRIES - 1);
@@ -490,13 +523,7 @@ impl Jit {
         // Translation, and in legacy modes the CS-limit window (part of the key).
         let key = match ctx.block_key() {
             Ok((k, _)) => k,
-            Err(f) => {
-                return Dispatched {
-                    key: None,
-                    compiled: false,
-                    stop: Some(ExitReason::Exception(f)),
-                }
-            }
+            Err(f) => return self.done(None, false, Some(ExitReason::Exception(f))),
         };
         let f = front.idx as usize;
         let found = if self.entries.get(f).is_some_and(|e| e.key == key) {
@@ -512,13 +539,7 @@ impl Jit {
                     // The JIT keeps its own copy of the decoded block (the interpreter's cache
                     // may reuse the arena slot later).
                     Ok(i) => Arc::new(ctx.cpu.blocks.block(i).clone()),
-                    Err(f) => {
-                        return Dispatched {
-                            key: Some(key),
-                            compiled: false,
-                            stop: Some(ExitReason::Exception(f)),
-                        }
-                    }
+                    Err(f) => return self.done(Some(key), false, Some(ExitReason::Exception(f))),
                 };
                 if self.entries.len() >= self.config.max_entries {
                     self.flush();
@@ -547,7 +568,13 @@ impl Jit {
     /// Promote the entry `idx` (found under `key`; `valid`: found valid, not decoded now)
     /// through the tiers, and run it.
     #[inline(always)]
-    fn run_entry(&mut self, ctx: &mut Ctx, key: BlockKey, idx: usize, valid: bool) -> Dispatched {
+    fn run_entry(
+        &mut self,
+        ctx: &mut Ctx,
+        key: BlockKey,
+        idx: usize,
+        valid: bool,
+    ) -> Option<ExitReason> {
         let threshold = self.config.threshold;
         let rip = ctx.cpu.state.rip;
         // The common case (a valid entry that needs no tier change) touches only the entry.
@@ -573,11 +600,7 @@ impl Jit {
                 Some(&i) => i as usize,
                 None => {
                     // A flush while promoting: run the block next time.
-                    return Dispatched {
-                        key: Some(key),
-                        compiled: false,
-                        stop: None,
-                    };
+                    return self.done(Some(key), false, None);
                 }
             }
         } else {
@@ -644,21 +667,13 @@ impl Jit {
                 } else {
                     None
                 };
-                return Dispatched {
-                    key: Some(key),
-                    compiled: true,
-                    stop,
-                };
+                return self.done(Some(key), true, stop);
             }
         }
         self.stats.interp_runs += 1;
         // Borrowed, not cloned: an atomic count update per interpreted block is measurable.
         let block = &self.entries[idx].block;
-        Dispatched {
-            key: Some(key),
-            compiled: false,
-            stop: interp_block(ctx, block, 0),
-        }
+        self.done(Some(key), false, interp_block(ctx, block, 0))
     }
 
     /// The blocks to compile with the entry `key` (entry first): the loops through the entry
@@ -895,7 +910,7 @@ impl Engine for Jit {
             if ctx.cpu.retired >= ctx.cpu.budget_end {
                 break ExitReason::Budget;
             }
-            if let Some(r) = self.dispatch(&mut ctx).stop {
+            if let Some(r) = self.dispatch(&mut ctx) {
                 break r;
             }
         };
