@@ -1,5 +1,6 @@
 //! `lockstep bench-boot`: wall time from start to the userspace marker for a kernel + initrd, Lockstep (interpreter, JIT) beside qemu-system-x86_64 TCG with and without `-icount shift=0,sleep=off`, medians of several runs in one invocation.
 
+use crate::bench::median;
 use crate::initramfs::USERSPACE_MARKER;
 use clap::Args;
 use std::io::{BufRead, BufReader};
@@ -55,20 +56,6 @@ fn time_to_marker(mut cmd: Command, timeout: Duration) -> Option<f64> {
     let _ = child.kill();
     let _ = child.wait();
     found
-}
-
-/// The median (the mean of the middle two for an even count).
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 pub fn main(a: BenchBootArgs) -> i32 {
@@ -150,7 +137,7 @@ pub fn main(a: BenchBootArgs) -> i32 {
         .map(|(c, (name, _))| {
             (
                 name.clone(),
-                median(rounds.iter().filter_map(|r| r[c]).collect()),
+                median(&mut rounds.iter().filter_map(|r| r[c]).collect::<Vec<_>>()),
             )
         })
         .collect();
@@ -182,7 +169,7 @@ pub fn main(a: BenchBootArgs) -> i32 {
                 .iter()
                 .filter_map(|r| Some((r[jit]?, r[q]?)))
                 .collect();
-            if let Some(ratio) = median(pairs.iter().map(|(j, q)| q / j).collect()) {
+            if let Some(ratio) = median(&mut pairs.iter().map(|(j, q)| q / j).collect::<Vec<_>>()) {
                 let won = pairs.iter().filter(|(j, q)| j < q).count();
                 println!(
                     "lockstep --engine jit against {name}: faster in {won} of {} rounds, median per-round speed-up {ratio:.2}x",
@@ -192,14 +179,4 @@ pub fn main(a: BenchBootArgs) -> i32 {
         }
     }
     0
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(super::median(vec![]), None);
-        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(super::median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
-    }
 }

@@ -23,9 +23,9 @@ pub struct DecodedInsn {
     pub handler: Handler,
 }
 
-/// A [`Block`]'s `checked` epochs that never match a real pair (epochs start at multiples of
-/// 2^32 and count up).
-const UNCHECKED: (u64, u64) = (u64::MAX, u64::MAX);
+/// Lookup epochs that never match a real pair (epochs start at multiples of 2^32 and count
+/// up): see [`Ctx::code_lookup_epochs`].
+pub const UNCHECKED: (u64, u64) = (u64::MAX, u64::MAX);
 
 /// Longest block, in instructions.
 pub const MAX_BLOCK_INSNS: usize = 64;
@@ -340,19 +340,27 @@ impl Ctx<'_> {
             _ => self.block_at_slow(key, lin)?,
         };
         self.cpu.blocks.jump[slot] = JumpEntry { rip, block: idx };
-        // The epochs vouch for the translation only when the execute TLB holds it: one that
-        // is not cached (a supervisor fetch from a user page under SMAP) is walked again at
-        // every lookup, as lockstep-jit's dispatcher does, so both engines see a remapping
-        // at the same instruction.
-        let checked = if self.cpu.tlb.lookup(lin, Access::Exec).is_some() {
-            (self.cpu.tlb.exec_epoch(), self.ram.code_epoch())
-        } else {
-            UNCHECKED
-        };
+        let checked = self.code_lookup_epochs(lin);
         let b = &mut self.cpu.blocks.arena[idx as usize];
         b.lin = lin;
         b.checked = checked;
         Ok(idx)
+    }
+
+    /// The epochs under which a block just found for code at linear `lin` stays the block a
+    /// new lookup there would find (while both are unchanged, the lookup may be skipped): the
+    /// execute-TLB and code epochs when the execute TLB holds `lin`'s translation, else
+    /// [`UNCHECKED`] — a translation that is never cached (a supervisor fetch from a user page
+    /// under SMAP) can change without any epoch moving, so it is walked again every time. The
+    /// one rule for both engines' block caches (the interpreter's blocks, lockstep-jit's
+    /// front table), so both see a remapping at the same instruction.
+    #[inline]
+    pub fn code_lookup_epochs(&self, lin: u64) -> (u64, u64) {
+        if self.cpu.tlb.lookup(lin, Access::Exec).is_some() {
+            (self.cpu.tlb.exec_epoch(), self.ram.code_epoch())
+        } else {
+            UNCHECKED
+        }
     }
 
     /// Map lookup, then decode.

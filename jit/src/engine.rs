@@ -7,8 +7,7 @@ use crate::compiler::{BlockFn, Compiler};
 use crate::frame::{ret, Frame};
 use crate::step::interp_block;
 use cranelift_module::FuncId;
-use lockstep_interp::decode::{Block, BlockKey, FixedMap};
-use lockstep_interp::mmu::Access;
+use lockstep_interp::decode::{Block, BlockKey, FixedMap, UNCHECKED};
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
 use std::sync::Arc;
 use std::time::Instant;
@@ -548,13 +547,12 @@ impl Jit {
                 (i, false)
             }
         };
-        // Epochs only when RIP's execute translation is cached (an uncached one is walked
-        // again on every lookup, and may change without an epoch moving).
-        let cached = long_mode && ctx.cpu.tlb.lookup(rip, Access::Exec).is_some();
-        let (exec_epoch, code_epoch) = if cached {
-            (ctx.cpu.tlb.exec_epoch(), ctx.ram.code_epoch())
+        // The interpreter's rule (in 64-bit mode RIP is the linear address; legacy modes are
+        // always looked up in full).
+        let (exec_epoch, code_epoch) = if long_mode {
+            ctx.code_lookup_epochs(rip)
         } else {
-            (u64::MAX, u64::MAX)
+            UNCHECKED
         };
         self.front[slot] = Front {
             idx: idx as u32,

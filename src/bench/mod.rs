@@ -269,7 +269,8 @@ fn executables_in(dir: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-fn median(v: &mut [f64]) -> Option<f64> {
+/// The median (the mean of the middle two for an even count).
+pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
