@@ -78,6 +78,11 @@ impl<'a> Ctx<'a> {
             && !(prv == Priv::Implicit && cpu.state.cpl() == 3)
             && self.ram.contains(t.phys_page, PAGE_SIZE);
         if cacheable && !(access == Access::Write && self.ram.is_code_page(t.phys_page >> 12)) {
+            if access == Access::Write && cpu.tlb.step_local_writes() {
+                // `--verify`: stores that hit this entry are not logged one by one (the JIT's
+                // inline ones cannot be), so the whole page's old bytes are, first.
+                self.ram.log_page(t.phys_page);
+            }
             cpu.tlb.insert_translation(lin, access, &t);
         }
         Ok(t.phys_page | (lin & 0xfff))

@@ -164,6 +164,20 @@ impl GuestRam {
         *v & !CODE_MARK
     }
 
+    /// `--verify` (write log on): log the old bytes of the whole 4 KiB page at `page` (a
+    /// physical page address), before a write TLB entry lets stores reach it unlogged.
+    pub fn log_page(&mut self, page: u64) {
+        if let Some(log) = &mut self.write_log {
+            let a = page & !(PAGE_SIZE - 1);
+            if let Some(old) = a
+                .checked_add(PAGE_SIZE)
+                .and_then(|end| self.map.get(a as usize..end as usize))
+            {
+                log.push((a, old.to_vec()));
+            }
+        }
+    }
+
     /// Record a write to `[addr, addr+len)`: every marked page in the range gets a new version.
     /// Returns true if any code page was hit. Call it before writing the bytes (the verify
     /// write log records the old bytes here).

@@ -11,7 +11,7 @@ pub use legacy::load_pdptes;
 
 #[path = "mmu_tlb.rs"]
 mod tlb;
-pub use tlb::{Tlb, TLB_ENTRIES, TLB_ENTRY_BYTES};
+pub use tlb::{Tlb, WriteEntry, TLB_ENTRIES, TLB_ENTRY_BYTES};
 
 #[cfg(test)]
 #[path = "mmu_tests.rs"]

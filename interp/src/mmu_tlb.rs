@@ -181,6 +181,16 @@ fn index(a: Access) -> usize {
 }
 
 /// The three direct-mapped tables (read, write, execute) for one privilege.
+/// A cached write entry as [`Tlb::write_entries`] lists it (`--verify`).
+#[derive(Clone, Copy, Debug)]
+pub struct WriteEntry {
+    /// In the user (CPL 3) set.
+    user: bool,
+    slot: usize,
+    entry: TlbEntry,
+    meta: u8,
+}
+
 #[derive(Clone)]
 struct TlbSet {
     tables: [Box<Table>; 3],
@@ -211,9 +221,11 @@ pub struct Tlb {
     user: bool,
     /// Some entry (in either set) may come from a page larger than 4 KiB.
     has_large: bool,
-    /// Never cache write translations (lockstep-jit's `--verify` mode: every store then takes
-    /// the slow path, where `GuestRam::note_write` logs it).
-    no_write_entries: bool,
+    /// lockstep-jit's `--verify` mode: write entries belong to one verified block. Filling
+    /// one does not move [`Tlb::version`] (`Verify` drops them before each block and after
+    /// the JIT's run itself, [`Tlb::drop_write_entries`]), and the page is logged before its
+    /// first store can hit the entry (see `Ctx::translate_slow`).
+    step_local_writes: bool,
     /// Moves on whenever an execute entry may change (flushes, execute inserts, set swaps).
     exec_epoch: u64,
     /// The PAE PDPTE registers (loaded by MOV to CR0/CR3/CR4; `None`: load at the next walk).
@@ -232,7 +244,7 @@ impl Default for Tlb {
             other: TlbSet::default(),
             user: false,
             has_large: false,
-            no_write_entries: false,
+            step_local_writes: false,
             exec_epoch: fresh_epoch(),
             pdptes: None,
             version: fresh_epoch(),
@@ -320,10 +332,9 @@ impl Tlb {
     }
 
     fn insert_entry(&mut self, lin: u64, access: Access, phys: u64, meta: u8) {
-        if access == Access::Write && self.no_write_entries {
-            return;
+        if !(access == Access::Write && self.step_local_writes) {
+            self.version = self.version.wrapping_add(1);
         }
-        self.version = self.version.wrapping_add(1);
         if access == Access::Exec {
             self.exec_epoch = self.exec_epoch.wrapping_add(1);
         }
@@ -371,16 +382,71 @@ impl Tlb {
         }
     }
 
-    /// lockstep-jit's `--verify` mode: stop (or resume) caching write translations, and drop
-    /// the cached ones.
-    pub fn set_no_write_entries(&mut self, on: bool) {
+    /// lockstep-jit's `--verify` mode: write entries belong to one verified block (see the
+    /// field `step_local_writes`). Drops the cached write entries either way.
+    pub fn set_step_local_writes(&mut self, on: bool) {
         self.version = self.version.wrapping_add(1);
-        self.no_write_entries = on;
-        if on {
-            let w = index(Access::Write);
-            self.cur.tables[w].clear_all();
-            self.other.tables[w].clear_all();
+        self.step_local_writes = on;
+        self.drop_write_entries();
+    }
+
+    /// Drop every write entry (both sets). Moves [`Tlb::version`] on unless write entries are
+    /// step-local.
+    pub fn drop_write_entries(&mut self) {
+        if !self.step_local_writes {
+            self.version = self.version.wrapping_add(1);
         }
+        let w = index(Access::Write);
+        self.cur.tables[w].clear_all();
+        self.other.tables[w].clear_all();
+    }
+
+    /// `--verify`: the cached write entries of both sets, when there are at most `max` of them
+    /// (`None` otherwise), to be put back with [`Tlb::set_write_entries`].
+    pub fn write_entries(&self, max: usize) -> Option<Vec<WriteEntry>> {
+        let w = index(Access::Write);
+        let mut out = Vec::new();
+        for (user, set) in [(self.user, &self.cur), (!self.user, &self.other)] {
+            let t = &set.tables[w];
+            if t.occ.iter().map(|x| x.count_ones() as usize).sum::<usize>() + out.len() > max {
+                return None;
+            }
+            for_each_set(&t.occ, |s| {
+                out.push(WriteEntry {
+                    user,
+                    slot: s,
+                    entry: t.entries[s],
+                    meta: t.meta[s],
+                })
+            });
+        }
+        Some(out)
+    }
+
+    /// `--verify`: make `list` (from [`Tlb::write_entries`]) the cached write entries, exactly.
+    /// Moves [`Tlb::version`] on unless write entries are step-local.
+    pub fn set_write_entries(&mut self, list: &[WriteEntry]) {
+        self.drop_write_entries();
+        let w = index(Access::Write);
+        for e in list {
+            let set = if e.user == self.user {
+                &mut self.cur
+            } else {
+                &mut self.other
+            };
+            set.tables[w].fill(e.slot, e.entry, e.meta);
+        }
+    }
+
+    /// The physical address of the page a write entry maps.
+    pub fn write_entry_page(&self, e: &WriteEntry) -> u64 {
+        e.entry.phys(self.host_base)
+    }
+
+    /// Whether write entries are step-local (`--verify`).
+    #[inline]
+    pub fn step_local_writes(&self) -> bool {
+        self.step_local_writes
     }
 
     /// Drop every entry, global ones included (CR0.PG/WP, CR4.PGE/PAE/PSE/SMEP/SMAP, EFER.NXE
@@ -473,7 +539,7 @@ impl Tlb {
         }
         self.user = src.user;
         self.has_large = src.has_large;
-        self.no_write_entries = src.no_write_entries;
+        self.step_local_writes = src.step_local_writes;
         self.exec_epoch = src.exec_epoch;
         self.pdptes = src.pdptes;
         self.version = src.version;

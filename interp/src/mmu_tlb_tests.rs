@@ -225,10 +225,10 @@ fn flush_writes_to_drops_only_write_entries_of_that_frame() {
     assert_eq!(tlb.filled(), 2);
     assert_eq!(tlb.lookup(0x3000, Access::Write), Some(0x9000));
     assert_eq!(tlb.lookup(0x1000, Access::Read), Some(0x8000));
-    tlb.set_no_write_entries(true);
-    tlb.insert(0x4000, Access::Write, 0xa000);
+    tlb.drop_write_entries();
     tlb.check_bitmaps();
     assert_eq!(tlb.filled(), 1);
+    assert_eq!(tlb.lookup(0x1000, Access::Read), Some(0x8000));
 }
 
 /// The `host` field of the entry for `lin` in the current set's table for `a`, as the JIT
@@ -324,15 +324,18 @@ fn random_sequences_match_a_brute_force_model() {
 fn version_moves_with_every_change_and_copy_from_restores_in_place() {
     let mut a = Tlb::default();
     let v = a.version();
-    // No change, no new version: a write translation while write entries are off, a set
-    // switch to the set already current.
-    a.set_no_write_entries(true);
+    // No new version: a write translation, and dropping write entries, while write entries
+    // are step-local (`--verify` drops them itself); a set switch to the set already current.
+    a.set_step_local_writes(true);
     let v1 = a.version();
     assert_ne!(v1, v);
     a.insert_translation(0x5000, Access::Write, &t(0x9000, false, 12));
+    assert_eq!(a.lookup(0x5000, Access::Write), Some(0x9000));
+    a.drop_write_entries();
+    assert_eq!(a.lookup(0x5000, Access::Write), None);
     a.set_user(a.is_user());
     assert_eq!(a.version(), v1);
-    a.set_no_write_entries(false);
+    a.set_step_local_writes(false);
     let snap = a.clone();
     let table = a.raw_table(Access::Read);
     let mut seen = vec![a.version()];
@@ -349,6 +352,8 @@ fn version_moves_with_every_change_and_copy_from_restores_in_place() {
     step(&mut a, &|a| a.set_user(!a.is_user()));
     step(&mut a, &|a| a.invalidate_page(0x7000));
     step(&mut a, &|a| a.flush_writes_to(0x3000));
+    step(&mut a, &|a| a.insert(0x9000, Access::Write, 0x2000));
+    step(&mut a, &|a| a.drop_write_entries());
     step(&mut a, &|a| a.flush_non_global());
     step(&mut a, &|a| a.set_pdptes(Some([1, 2, 3, 4])));
     step(&mut a, &|a| a.flush());

@@ -6,7 +6,7 @@
 //! of the C convention compiled into each module that calls a block and returns its status.
 
 use crate::frame::Frame;
-use crate::lift::{self, HelperSigs, LowerStats};
+use crate::lift::{self, HelperSigs, LowerStats, HELPER_RAISE};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
@@ -40,7 +40,7 @@ pub struct Compiler {
     ctx: Context,
     fctx: FunctionBuilderContext,
     sig: Signature,
-    helper_sigs: [Signature; 5],
+    helper_sigs: [Signature; 3],
     /// Address of the chain table compiled code probes (see `crate::chain`).
     chain_table: u64,
     enter: EnterFn,
@@ -105,24 +105,22 @@ fn make_isa(opt_level: &str) -> OwnedTargetIsa {
         .unwrap_or_else(|e| panic!("Cranelift ISA: {e}"))
 }
 
-/// Where compiled code calls the memory, raise and flag-fold helpers: `preserve_all`
-/// adapters compiled into the module (see [`make_adapters`]), or the helpers themselves.
+/// Where compiled code calls the raise and flag-fold helpers: raise through a `preserve_all`
+/// adapter compiled into the module (see [`make_adapters`]), or directly.
 #[derive(Clone, Copy)]
 pub struct HelperAddrs {
-    pub load: u64,
-    pub store: u64,
     pub raise: u64,
     pub fold: u64,
-    /// Load and store go through adapters: their results are in `Frame::ret`.
-    pub in_frame: bool,
+    /// Raise goes through its adapter.
+    pub adapted: bool,
 }
 
-/// Calls from compiled code to the memory, raise and fold helpers go through adapters of
-/// Cranelift's `preserve_all` convention (`LOCKSTEP_JIT_PRESERVE=0`: directly, as C calls).
-/// A C call clobbers every caller-saved register, so values live across one (the TLB and
-/// RAM pointers, guest registers held in SSA values, a loop's state) had to sit in the five
-/// callee-saved registers or be spilled, even though the calls are on cold slow paths; an
-/// adapter saves and restores what the helper clobbers only when it runs.
+/// Calls from compiled code to the raise helper go through an adapter of Cranelift's
+/// `preserve_all` convention (`LOCKSTEP_JIT_PRESERVE=0`: directly, as a C call). A C call
+/// clobbers every caller-saved register, so values live across one (the TLB and RAM
+/// pointers, guest registers held in SSA values, a loop's state) had to sit in the five
+/// callee-saved registers or be spilled, even though the call is on a cold path; an adapter
+/// saves and restores what the helper clobbers only when it runs.
 fn use_adapters() -> bool {
     std::env::var("LOCKSTEP_JIT_PRESERVE").map_or(true, |v| v != "0")
 }
@@ -158,10 +156,9 @@ fn define_small(
     id
 }
 
-/// Define and finalise in `module` one `preserve_all` adapter for each of the load, store and
-/// raise helpers, with the helper's parameters (the frame first), that calls the helper (C
-/// convention) and stores its result in `Frame::ret` (a `preserve_all` function has no
-/// return register). The fold helper, called only where the flags are stored, stays direct.
+/// Define and finalise in `module` a `preserve_all` adapter for the raise helper, with the
+/// helper's parameters (the frame first), that calls the helper (C convention; it returns
+/// nothing). The fold helper, called only where the flags are stored, stays direct.
 fn make_adapters(
     module: &mut JITModule,
     ctx: &mut Context,
@@ -169,51 +166,29 @@ fn make_adapters(
 ) -> HelperAddrs {
     let cc = module.isa().default_call_conv();
     let c_sigs = lift::helper_signatures(cc);
-    let targets = [
-        (1, crate::helpers::load as *const () as u64),
-        (2, crate::helpers::store as *const () as u64),
-        (3, crate::helpers::raise as *const () as u64),
-    ];
-    let mut ids = Vec::new();
-    for (i, target) in targets {
-        let c_sig = c_sigs[i].clone();
-        let sig = lift::adapter_signature(&c_sig);
-        let id = define_small(module, ctx, fctx, &format!("adapter{i}"), sig, |b, p| {
-            let csig = b.import_signature(c_sig);
-            let f = b.ins().iconst(types::I64, target as i64);
-            let call = b.ins().call_indirect(csig, f, p);
-            if let Some(&r) = b.inst_results(call).first() {
-                let r = if b.func.dfg.value_type(r) == types::I64 {
-                    r
-                } else {
-                    b.ins().uextend(types::I64, r)
-                };
-                let flags = cranelift_codegen::ir::MemFlagsData::trusted();
-                b.ins().store(flags, r, p[0], Frame::OFF_RET);
-            }
-            b.ins().return_(&[]);
-        });
-        ids.push(id);
-    }
+    let target = crate::helpers::raise as *const () as u64;
+    let c_sig = c_sigs[lift::HELPER_RAISE].clone();
+    let sig = lift::adapter_signature(&c_sig);
+    let id = define_small(module, ctx, fctx, "adapter_raise", sig, |b, p| {
+        let csig = b.import_signature(c_sig);
+        let f = b.ins().iconst(types::I64, target as i64);
+        b.ins().call_indirect(csig, f, p);
+        b.ins().return_(&[]);
+    });
     module.finalize_definitions().expect("finalise adapters");
-    let addr = |id| module.get_finalized_function(id) as u64;
     HelperAddrs {
-        load: addr(ids[0]),
-        store: addr(ids[1]),
-        raise: addr(ids[2]),
+        raise: module.get_finalized_function(id) as u64,
         fold: crate::helpers::fold_flags as *const () as u64,
-        in_frame: true,
+        adapted: true,
     }
 }
 
 /// The helpers themselves (C convention).
 fn direct_helpers() -> HelperAddrs {
     HelperAddrs {
-        load: crate::helpers::load as *const () as u64,
-        store: crate::helpers::store as *const () as u64,
         raise: crate::helpers::raise as *const () as u64,
         fold: crate::helpers::fold_flags as *const () as u64,
-        in_frame: false,
+        adapted: false,
     }
 }
 
@@ -267,9 +242,8 @@ impl Compiler {
         };
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
-            for s in helper_sigs[1..4].iter_mut() {
-                *s = lift::adapter_signature(s);
-            }
+            let s = &mut helper_sigs[lift::HELPER_RAISE];
+            *s = lift::adapter_signature(s);
         }
         Compiler {
             sig: lift::block_signature(CallConv::Tail),
@@ -343,10 +317,8 @@ impl Compiler {
             },
             |b| HelperSigs {
                 exec: b.import_signature(hs[0].clone()),
-                load: b.import_signature(hs[1].clone()),
-                store: b.import_signature(hs[2].clone()),
-                raise: b.import_signature(hs[3].clone()),
-                fold: b.import_signature(hs[4].clone()),
+                raise: b.import_signature(hs[HELPER_RAISE].clone()),
+                fold: b.import_signature(hs[2].clone()),
                 block: b.import_signature(bsig.clone()),
                 addrs,
             },
@@ -474,7 +446,7 @@ impl Compiler {
         }
         let mut module = make_module(self.opt_level);
         self.enter = make_enter(&mut module, &mut self.ctx, &mut self.fctx);
-        if self.helpers.in_frame {
+        if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
         self.module = Some(module);

@@ -51,6 +51,9 @@ pub struct JitConfig {
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
+    /// Test-only: flip bit 0 of the RAM byte at this physical address after every compiled
+    /// block (as a wrong store would), for `Verify` to find. Never set outside tests.
+    pub test_corrupt_byte: Option<u64>,
 }
 
 impl Default for JitConfig {
@@ -74,6 +77,7 @@ impl Default for JitConfig {
             region_insns: 512,
             dag_regions: false,
             test_corrupt_rax: false,
+            test_corrupt_byte: None,
         }
     }
 }
@@ -110,8 +114,9 @@ pub struct JitStats {
     pub cache_entries: u64,
     /// Whole-cache flushes (size limit).
     pub flushes: u64,
-    /// Compiled blocks left before a load or store that would have reached a device (MMIO)
-    /// or, for a store, decoded code; the interpreter then ran it (see `helpers::load`).
+    /// Compiled blocks left before an instruction whose memory access missed its inline fast
+    /// path (a TLB miss, a page crossing, a device, a store into decoded code, a fault); the
+    /// interpreter then ran from it (see `lift::mem`).
     pub accesses_deferred: u64,
     /// Blocks left to the interpreter for good because they are not 64-bit code.
     pub interp_only_blocks: u64,
@@ -657,6 +662,11 @@ impl Jit {
                 if self.config.test_corrupt_rax {
                     ctx.cpu.state.gpr[0] ^= 1;
                 }
+                if let Some(b) = self.config.test_corrupt_byte {
+                    if let Some(x) = ctx.ram.bytes_mut().get_mut(b as usize) {
+                        *x ^= 1;
+                    }
+                }
                 let stop = if code == ret::STOP && frame.mem_fault == crate::helpers::MEM_DEFER {
                     self.stats.accesses_deferred += 1;
                     interp_deferred(ctx)
@@ -930,10 +940,11 @@ impl Drop for Jit {
     }
 }
 
-/// A compiled block left before an access to a device (or a store into decoded code; see
-/// `helpers::load`) with RIP at that instruction: interpret from there to the end of its
-/// block, in the same dispatch — the interpreter does the access, then yields or leaves as it
-/// would have alone. (The budget covers the instruction: the compiled block it is in was
+/// A compiled block left before an instruction whose memory access missed its inline fast
+/// path (see `lift::mem`), with RIP at that instruction: interpret from there to the end of
+/// its block, in the same dispatch — the interpreter fills the TLB, or does the device
+/// access and yields, or leaves after a store into code, or raises the fault, as it would
+/// have alone. (The budget covers the instruction: the compiled block it is in was
 /// entered only with its whole length covered.) In the same dispatch so that `Verify`, which
 /// compares after each dispatch, never sees the translation the access made before it was
 /// left (a dirty bit, say) without the access.

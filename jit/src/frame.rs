@@ -32,10 +32,8 @@ pub struct Frame {
     /// `cpu.budget_end`: compiled code compares it after instructions that may retire more
     /// than one (REP strings).
     pub budget_end: u64,
-    /// Set by the load and store helpers: 0 when the access was made, `helpers::MEM_FAULT`
-    /// when it faulted (the fault is in `exit`), `helpers::MEM_DEFER` when it is left to the
-    /// interpreter (a device, or a store into decoded code). Compiled code leaves before the
-    /// instruction unless 0.
+    /// `helpers::MEM_DEFER` when compiled code left before an instruction whose memory access
+    /// missed its inline fast path (the dispatcher interprets from there); 0 otherwise.
     pub mem_fault: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
@@ -57,9 +55,6 @@ pub struct Frame {
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
     /// `Verify` lowers it so that one dispatch stays short).
     pub region_end: u64,
-    /// The result of a load or store helper called through its `preserve_all` adapter
-    /// (which has no return register: see `crate::compiler::make_adapters`).
-    pub ret: u64,
     /// Why the block stopped the engine (with [`ret::STOP`]).
     pub exit: Option<ExitReason>,
 }
@@ -80,7 +75,6 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
-    pub const OFF_RET: i32 = offset_of!(Frame, ret) as i32;
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
@@ -103,7 +97,6 @@ impl Frame {
             chain_end: 0,
             chains: 0,
             region_end: 0,
-            ret: 0,
             exit: None,
         };
         f.refresh(ctx);

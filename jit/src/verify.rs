@@ -4,11 +4,14 @@
 //! dispatch with RAM's write log on, read what it wrote, undo those writes, restore the CPU,
 //! run the interpreter for exactly as many instructions (one more when the JIT stopped on a
 //! fault, so that the interpreter reaches it too), and compare exits, the full `CpuState`,
-//! the retired count, the RDRAND stream and every written byte. The interpreter's result is
-//! kept. While verifying, the TLB caches no write translations, so every store (also the
-//! JIT's inline fast path, which then always misses) goes through the logged slow path; the
-//! code the JIT emits is the same as without `--verify`. Each block is decoded before the
-//! snapshot, so decoding's side effects (accessed bits set by the fetch walk) are outside the
+//! the retired count, the RDRAND stream and the memory of every page either wrote. The
+//! interpreter's result is kept. Stores that hit a cached write translation — the JIT's
+//! inline fast path among them, with the code the JIT emits without `--verify` — are not
+//! logged one by one, so while verifying (`Tlb::set_step_local_writes`) the whole page is
+//! logged instead: when a write translation is cached, and, for the few (up to
+//! `KEPT_WRITE_ENTRIES`) kept from one block to the next, at the start of each run; both runs
+//! start with the same write translations. Each block is decoded before the snapshot, so
+//! decoding's side effects (accessed bits set by the fetch walk) are outside the
 //! comparison.
 //!
 //! Device accesses happen once: the JIT's run goes to the real bus through a recorder, the
@@ -80,7 +83,7 @@ impl Verify {
     ) -> Result<Exit, Divergence> {
         let start = cpu.retired;
         let end = start.saturating_add(budget);
-        cpu.tlb.set_no_write_entries(true);
+        cpu.tlb.set_step_local_writes(true);
         let result = loop {
             if cpu.retired >= end {
                 break Ok(ExitReason::Budget);
@@ -91,7 +94,7 @@ impl Verify {
                 Ok(r) => break Ok(r),
             }
         };
-        cpu.tlb.set_no_write_entries(false);
+        cpu.tlb.set_step_local_writes(false);
         ram.write_log = None;
         result.map(|reason| Exit {
             retired: cpu.retired - start,
@@ -109,6 +112,15 @@ impl Verify {
         // Decode the block first, outside the comparison: decoding has side effects (the page
         // walk of a straddling instruction's second page sets accessed bits) that only the
         // first of the two runs would otherwise have. A fault here is met again by both runs.
+        // The write translations cached as the block starts: kept when there are only a few
+        // (their pages are logged for each run), else dropped (see the module comment).
+        let writes0 = cpu
+            .tlb
+            .write_entries(KEPT_WRITE_ENTRIES)
+            .unwrap_or_else(|| {
+                cpu.tlb.drop_write_entries();
+                Vec::new()
+            });
         let _ = Ctx::new(cpu, ram, bus).block_at_rip();
         let s0 = cpu.state.clone();
         let r0 = cpu.retired;
@@ -121,7 +133,7 @@ impl Verify {
         }
         let smc0 = cpu.smc;
 
-        ram.write_log = Some(Vec::new());
+        start_write_log(cpu, ram, &writes0);
         let mut rec = RecordBus {
             inner: bus,
             log: Vec::new(),
@@ -132,13 +144,15 @@ impl Verify {
         let s1 = cpu.state.clone();
         let r1 = cpu.retired;
         let rng1 = cpu.rng.clone();
-        let new_j: Vec<(u64, Vec<u8>)> = log_j
-            .iter()
-            .map(|(a, old)| {
-                let a = *a as usize;
-                (a as u64, ram.bytes()[a..a + old.len()].to_vec())
-            })
-            .collect();
+        // The JIT's final content of every page it wrote, before its writes are undone.
+        let mut pages_j: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for (a, old) in &log_j {
+            for p in pages_of(*a, old.len()) {
+                pages_j
+                    .entry(p)
+                    .or_insert_with(|| ram.bytes()[p as usize..(p + PAGE) as usize].to_vec());
+            }
+        }
         for (a, old) in log_j.iter().rev() {
             let a = *a as usize;
             ram.bytes_mut()[a..a + old.len()].copy_from_slice(old);
@@ -151,13 +165,16 @@ impl Verify {
                 cpu.tlb.copy_from(c);
             }
         }
+        // The write entries as the block started (those the JIT's run cached do not move
+        // the version; a copy may hold others).
+        cpu.tlb.set_write_entries(&writes0);
         cpu.smc = smc0;
 
         let ibudget = match ej.reason {
             ExitReason::Exception(f) if !f.is_trap() => ej.retired + 1,
             _ => ej.retired,
         };
-        ram.write_log = Some(Vec::new());
+        start_write_log(cpu, ram, &writes0);
         let mut replay = ReplayBus {
             log: &bus_log,
             next: 0,
@@ -182,7 +199,7 @@ impl Verify {
         if rng1 != cpu.rng {
             diffs.push("RDRAND stream position differs".to_string());
         }
-        diff_memory(&log_j, &new_j, &log_i, ram, &mut diffs);
+        diff_memory(&pages_j, &log_i, ram, &mut diffs);
         if let Some(m) = replay.mismatch {
             diffs.push(m);
         } else if replay.next != bus_log.len() {
@@ -357,37 +374,78 @@ pub fn diff_state(j: &CpuState, i: &CpuState, out: &mut Vec<String>) {
     }
 }
 
-/// Compare the bytes each engine left in the ranges either of them wrote.
+/// Write translations kept from one verified block to the next (the pages of the stack and a
+/// few data pages); with more cached, all are dropped. Each kept one costs a 4 KiB page log
+/// per run.
+const KEPT_WRITE_ENTRIES: usize = 4;
+
+/// Turn RAM's write log on for one run, with the pages of the write translations `writes`
+/// (those cached as the block started) logged whole first: stores that hit them are not
+/// logged one by one.
+fn start_write_log(cpu: &Cpu, ram: &mut GuestRam, writes: &[lockstep_interp::mmu::WriteEntry]) {
+    ram.write_log = Some(Vec::new());
+    for e in writes {
+        ram.log_page(cpu.tlb.write_entry_page(e));
+    }
+}
+
+/// Bytes per page of the page-wise memory comparison.
+const PAGE: u64 = 4096;
+
+/// The 4 KiB pages (their addresses) that `[a, a + len)` touches.
+fn pages_of(a: u64, len: usize) -> impl Iterator<Item = u64> {
+    let first = a / PAGE;
+    let last = (a + (len.max(1) as u64) - 1) / PAGE;
+    (first..=last).map(|p| p * PAGE)
+}
+
+/// Compare, page by page, the memory the two runs left over every page either wrote:
+/// `pages_j` holds the JIT's final content of the pages it wrote; a page only the interpreter
+/// wrote was, after the JIT's run, as before the block — the interpreter's final content
+/// with its log undone. (Whole pages: with a write translation cached, stores are not logged
+/// one by one, only the page's old content when the translation was cached.)
 fn diff_memory(
-    log_j: &[(u64, Vec<u8>)],
-    new_j: &[(u64, Vec<u8>)],
+    pages_j: &BTreeMap<u64, Vec<u8>>,
     log_i: &[(u64, Vec<u8>)],
     ram: &GuestRam,
     out: &mut Vec<String>,
 ) {
-    // Bytes before the block: the first logged old value of each byte.
-    let mut pre: BTreeMap<u64, u8> = BTreeMap::new();
-    for (a, old) in log_j.iter().chain(log_i) {
-        for (k, &b) in old.iter().enumerate() {
-            pre.entry(a + k as u64).or_insert(b);
-        }
+    let mut pages: Vec<u64> = pages_j.keys().copied().collect();
+    for (a, old) in log_i {
+        pages.extend(pages_of(*a, old.len()));
     }
-    let mut jit: BTreeMap<u64, u8> = BTreeMap::new();
-    for (a, new) in new_j {
-        for (k, &b) in new.iter().enumerate() {
-            jit.insert(a + k as u64, b);
-        }
-    }
+    pages.sort_unstable();
+    pages.dedup();
     let mut n = 0;
-    for (&a, &p) in &pre {
-        let jv = jit.get(&a).copied().unwrap_or(p);
-        let iv = ram.bytes()[a as usize];
-        if jv != iv {
-            n += 1;
-            if n <= 16 {
-                out.push(format!(
-                    "memory [phys {a:#x}]: jit {jv:#04x}, interpreter {iv:#04x}"
-                ));
+    for p in pages {
+        let now = &ram.bytes()[p as usize..(p + PAGE) as usize];
+        let jit: std::borrow::Cow<[u8]> = match pages_j.get(&p) {
+            Some(j) => j.into(),
+            None => {
+                let mut img = now.to_vec();
+                for (a, old) in log_i.iter().rev() {
+                    // The part of `[a, a + len)` inside this page.
+                    let (lo, hi) = ((*a).max(p), (a + old.len() as u64).min(p + PAGE));
+                    if lo < hi {
+                        img[(lo - p) as usize..(hi - p) as usize]
+                            .copy_from_slice(&old[(lo - a) as usize..(hi - a) as usize]);
+                    }
+                }
+                img.into()
+            }
+        };
+        if jit[..] == *now {
+            continue;
+        }
+        for (k, (&jv, &iv)) in jit.iter().zip(now).enumerate() {
+            if jv != iv {
+                n += 1;
+                if n <= 16 {
+                    out.push(format!(
+                        "memory [phys {:#x}]: jit {jv:#04x}, interpreter {iv:#04x}",
+                        p + k as u64
+                    ));
+                }
             }
         }
     }

@@ -1,4 +1,5 @@
-//! Self-modifying code under the JIT, and `Verify` catching an injected divergence.
+//! Self-modifying code under the JIT, and `Verify` catching injected divergences (a register,
+//! and a byte of a page that compiled code stores to through its inline fast path).
 
 mod common;
 
@@ -115,4 +116,23 @@ fn verify_reports_an_injected_divergence() {
     let e = v.run(&mut m.cpu, &mut m.ram, &mut m.bus, 10_000);
     assert!(matches!(e.reason, ExitReason::Exception(_)));
     assert!(v.divergence.is_some());
+}
+
+/// A wrong byte in a page that compiled code stores to inline (its write translation cached
+/// in an earlier block, so those stores are not logged one by one) is found: `Verify` logs
+/// such pages whole.
+#[test]
+fn verify_reports_a_wrong_byte_in_a_page_stored_to_inline() {
+    let target = 0x400000u64 + 0x123;
+    let mut m = machine(&counting_loop(), &|_| {});
+    let mut v = Verify::new(JitConfig {
+        test_corrupt_byte: Some(target),
+        ..eager_config()
+    });
+    let d = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 10_000)
+        .expect_err("the corrupted byte must be found");
+    let r = &d.report;
+    assert!(r.contains(&format!("memory [phys {target:#x}]")), "{r}");
+    assert!(r.contains("compiled"), "{r}");
 }

@@ -6,16 +6,16 @@
 //! of its address and its host address in two variables. A later access of the group, `delta`
 //! bytes away, is in the same page exactly when `offset + delta` stays within the page, and
 //! then its host address is the recorded one plus `delta`: one add, one compare, no table
-//! load. Otherwise (another page, or a recorded offset that is not valid) it calls the slow
-//! path's helper, out of line.
+//! load. Otherwise (another page, or a recorded offset that is not valid) it leaves the
+//! block like any access that misses its fast path (see `super::mem`).
 //!
 //! Why a hit stays a hit: between two accesses of a group nothing on the main path fills or
-//! drops TLB entries (instructions that call the interpreter end every group), and the only
-//! code that does — the slow path of a memory access, in the helpers — sets the offset of
-//! every group on the tables it may fill to [`INVALID`] (loads: the read table; stores: the
-//! write table; read-modify-write loads: both). So the interpreter, running the same
-//! instructions, would hit the same entry for every access the group serves: same
-//! translation, same accessed and dirty bits, same TLB contents afterwards.
+//! drops TLB entries. A memory access that misses never continues on the main path (it
+//! leaves the block for the interpreter), and an instruction run through the trampoline,
+//! which may do anything to the TLB, sets the offset of every group to [`INVALID`]. So the
+//! interpreter, running the same instructions, would hit the same entry for every access
+//! the group serves: same translation, same accessed and dirty bits, same TLB contents
+//! afterwards.
 //!
 //! Keys are register versions (a number that changes whenever the lowering gives a GPR
 //! variable a new value), so a group lasts while its base and index registers keep their
@@ -69,7 +69,8 @@ pub fn later_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<u32> {
 }
 
 /// One group: its key and table, the displacement of its first access, and the variables
-/// holding that access's page offset ([`INVALID`] after a slow path) and host address.
+/// holding that access's page offset ([`INVALID`] after a trampolined instruction) and host
+/// address.
 #[derive(Clone, Copy, Debug)]
 pub struct Group {
     key: AddrKey,
@@ -197,15 +198,8 @@ impl Lower<'_> {
         self.b.ins().iadd_imm_s(host, delta)
     }
 
-    /// On the slow path of group `i`'s first access: no valid record (the host address is
-    /// never used, but every path defines it).
-    pub(super) fn group_no_record(&mut self, i: usize) {
-        let zero = self.iconst(0);
-        self.b.def_var(self.groups[i].host, zero);
-    }
-
-    /// On a slow path that may have filled the read table (`read`) and/or the write table:
-    /// mark the groups of those tables not valid.
+    /// After code that may have filled the read table (`read`) and/or the write table (an
+    /// instruction run through the trampoline): mark the groups of those tables not valid.
     pub(super) fn groups_invalidate(&mut self, read: bool, write: bool) {
         let mut bad = None;
         for g in self.groups.clone() {

@@ -1,11 +1,12 @@
 //! Guest memory in compiled code: effective addresses (64-bit mode), and loads/stores with an
-//! inline software-TLB fast path (tag compare, same page → host pointer) and the `Ctx` slow
-//! path through a helper (misses, page crossings, MMIO, code pages, faults).
+//! inline software-TLB fast path (tag compare, same page → host pointer); everything else
+//! (misses, page crossings, MMIO, code pages, faults) leaves the block before the
+//! instruction, for the interpreter.
 
 use super::group::{AddrKey, Role};
 use super::{guest_mem, host_mem, Lower};
 use crate::frame::{seg_base_off, Frame};
-use crate::helpers::{INFO_RMW, INFO_SS};
+use crate::helpers::MEM_DEFER;
 use cranelift_codegen::ir::{
     condcodes::IntCC, types, InstBuilder, InstructionData, Opcode, Type, Value,
 };
@@ -414,15 +415,16 @@ impl Lower<'_> {
         self.b.ins().iadd(host, lin)
     }
 
-    /// Load `size` bytes at `a` (zero-extended). A fault leaves the block with RIP at the
-    /// current instruction.
+    /// Load `size` bytes at `a` (zero-extended). Anything but a fast-path hit leaves the block
+    /// with RIP at the current instruction (see [`Lower::defer_exit`]).
     pub fn load(&mut self, a: Addr, size: u8) -> Value {
         self.load_x(a, size, false)
     }
 
-    /// Load the destination of a read-modify-write: the slow path checks writability first
-    /// (`Ctx::read_rmw`), like the interpreter's `read_op_rmw`; store the result with
-    /// [`Lower::store`].
+    /// Load the destination of a read-modify-write (it starts or joins no page group); store
+    /// the result with [`Lower::store`], whose write-TLB probe decides writability (a read-only
+    /// page misses and leaves the whole instruction to the interpreter, which raises the
+    /// write fault as its `read_op_rmw` does).
     pub fn load_rmw(&mut self, a: Addr, size: u8) -> Value {
         self.load_x(a, size, true)
     }
@@ -434,159 +436,81 @@ impl Lower<'_> {
         } else {
             self.group_role(a.key, false)
         };
-        let join = self.b.create_block();
-        self.b.append_block_param(join, types::I64);
-        let slow = self.fast_paths(tr, a.lin, size, role, |l, host| {
-            let v = match size {
-                1 => l.b.ins().uload8(types::I64, guest_mem(), host, 0),
-                2 => l.b.ins().uload16(types::I64, guest_mem(), host, 0),
-                4 => l.b.ins().uload32(guest_mem(), host, 0),
-                _ => l.b.ins().load(types::I64, guest_mem(), host, 0),
-            };
-            l.b.ins().jump(join, &[v.into()]);
-        });
-
-        // The helper reads RAM only: a fault, or an access that would reach a device, leaves
-        // before the instruction (see `helpers::load`), so nothing here waits on a device and
-        // `cpu.retired` in memory need not be exact.
-        self.b.switch_to_block(slow);
-        let info = size as u64 | if a.ss { INFO_SS } else { 0 } | if rmw { INFO_RMW } else { 0 };
-        let info = self.iconst(info);
-        let f = self.iconst(self.sigs.addrs.load);
-        let frame = self.frame;
-        let lin = self.slow_lin(a.lin, role);
-        let call = self
-            .b
-            .ins()
-            .call_indirect(self.sigs.load, f, &[frame, lin, info]);
-        let v = self.helper_result(call, types::I64);
-        let fault = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), frame, Frame::OFF_MEM_FAULT);
-        self.fault_exit_if(fault);
-        self.slow_path_done(role, true, rmw);
-        self.b.ins().jump(join, &[v.into()]);
-
-        self.b.seal_block(join);
-        self.b.switch_to_block(join);
-        self.b.block_params(join)[0]
+        let host = self.fast_path(tr, a.lin, size, role);
+        match size {
+            1 => self.b.ins().uload8(types::I64, guest_mem(), host, 0),
+            2 => self.b.ins().uload16(types::I64, guest_mem(), host, 0),
+            4 => self.b.ins().uload32(guest_mem(), host, 0),
+            _ => self.b.ins().load(types::I64, guest_mem(), host, 0),
+        }
     }
 
-    /// The fast paths of an access: for a group member, the in-page check and the access
-    /// through the group's host address (otherwise straight to the helper: when a member
-    /// falls out of its group, the access is rare or its page just missed the TLB, and a
-    /// second inline probe per member costs more in compile time than it saves); for any
-    /// other access, the TLB probe and, on a hit, the access (recording it when it starts a
-    /// group). `hit(l, host)` emits the access at a host address and the jump to the join.
-    /// Returns the slow block, not yet current.
-    fn fast_paths(
-        &mut self,
-        table: Value,
-        lin: Value,
-        size: u8,
-        role: Role,
-        hit: impl Fn(&mut Self, Value),
-    ) -> cranelift_codegen::ir::Block {
+    /// The fast path of an access, made current; returns the host address to access. For a
+    /// group member: the in-page check and the group's host address; for any other access,
+    /// the TLB probe and, on a hit, the entry's host address (recorded when the access starts
+    /// a group). Everything else — a TLB miss, a page crossing, a member outside its group's
+    /// page — leaves the block before the instruction through [`Lower::defer_exit`].
+    fn fast_path(&mut self, table: Value, lin: Value, size: u8, role: Role) -> Value {
         if let Role::Member(i, delta) = role {
             let ok = self.group_member(i, delta, size);
-            let slow = self.fast_or_cold(ok);
-            let host = self.group_host(i, delta);
-            hit(self, host);
-            return slow;
+            self.fast_or_defer(ok);
+            return self.group_host(i, delta);
         }
         let (ok, entry) = self.tlb_probe(table, lin, size);
-        let slow = self.fast_or_cold(ok);
+        self.fast_or_defer(ok);
         let host = self.host_addr(entry, lin);
         if let Role::First(i) = role {
             self.group_record(i, lin, host);
         }
-        hit(self, host);
-        slow
+        host
     }
 
-    /// The linear address for the slow path of an access with `role`. A group member's fast
-    /// path does not use it: when it is `x + constant`, the add is made again here, in the
-    /// cold block, so that the main path need not compute it (an unused instruction is not
-    /// emitted).
-    fn slow_lin(&mut self, lin: Value, role: Role) -> Value {
-        match self.base_and_offset(lin) {
-            Some((x, k)) if matches!(role, Role::Member(..)) => self.b.ins().iadd_imm_s(x, k),
-            _ => lin,
-        }
-    }
-
-    /// At the end of a slow path (which may have filled the read table for a load, the write
-    /// table for a store, both for a read-modify-write load): invalidate the groups of those
-    /// tables, and give a group this access started its (unused) host address.
-    fn slow_path_done(&mut self, role: Role, load: bool, rmw: bool) {
-        if let Role::First(i) = role {
-            self.group_no_record(i);
-        }
-        self.groups_invalidate(load, !load || rmw);
-    }
-
-    /// Branch on `ok` to a new fast block (made current) or a new cold slow block (returned).
-    fn fast_or_cold(&mut self, ok: Value) -> cranelift_codegen::ir::Block {
+    /// Branch on `ok` to a new fast block (made current) or a cold exit that leaves the
+    /// accesses of the current instruction to the interpreter ([`Lower::defer_exit`]).
+    fn fast_or_defer(&mut self, ok: Value) {
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         self.b.set_cold_block(slow);
         self.b.ins().brif(ok, fast, &[], slow, &[]);
         self.b.seal_block(fast);
         self.b.seal_block(slow);
+        self.b.switch_to_block(slow);
+        self.defer_exit();
         self.b.switch_to_block(fast);
-        slow
     }
 
-    /// The result of a load or store helper call: its return value, or `Frame::ret` when it
-    /// was called through its adapter.
-    fn helper_result(&mut self, call: cranelift_codegen::ir::Inst, ty: Type) -> Value {
-        if !self.sigs.addrs.in_frame {
-            return self.b.inst_results(call)[0];
-        }
-        // The adapter stores the result zero-extended: its low bytes are the `ty` value.
+    /// Leave the block before the current instruction with `Frame::mem_fault` set to
+    /// [`MEM_DEFER`]: the dispatcher interprets from the instruction (see
+    /// `Jit::run_entry`), whose interpreter handler then fills the TLB, walks the page
+    /// tables, crosses the page, reaches the device or the code page, or raises the fault —
+    /// exactly as the interpreter alone would, since nothing of the instruction was done
+    /// (a memory access is never preceded by a side effect of its instruction: see
+    /// [`Lower::fault_exit_if`]). Compiled code thus calls no memory helper, and a slow
+    /// path never rejoins the main path (so no page group is ever invalidated by one).
+    fn defer_exit(&mut self) {
+        let code = self.iconst(MEM_DEFER);
         let frame = self.frame;
-        self.b.ins().load(ty, host_mem(), frame, Frame::OFF_RET)
+        self.b
+            .ins()
+            .store(host_mem(), code, frame, Frame::OFF_MEM_FAULT);
+        let ip = self.ins_ip;
+        self.emit_exit(Some(super::Rip::Const(ip)), crate::frame::ret::STOP);
     }
 
-    /// Store the low `size` bytes of `v` at `a`. A fault, or a store the helper leaves to the
-    /// interpreter (to a device or into decoded code, see `helpers::store`), leaves the block
-    /// with RIP at the current instruction; nothing is left to test after it.
+    /// Store the low `size` bytes of `v` at `a`. Anything but a fast-path hit (a miss, a page
+    /// crossing, a device, a page holding decoded code, a fault) leaves the block with RIP at
+    /// the current instruction (see [`Lower::defer_exit`]); nothing is left to test after it.
     pub fn store(&mut self, a: Addr, size: u8, v: Value) {
         let tw = self.tlb_write();
         let role = self.group_role(a.key, true);
-        let join = self.b.create_block();
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
-        let slow = self.fast_paths(tw, a.lin, size, role, |l, host| {
-            match size {
-                1 => l.b.ins().istore8(guest_mem(), v, host, 0),
-                2 => l.b.ins().istore16(guest_mem(), v, host, 0),
-                4 => l.b.ins().istore32(guest_mem(), v, host, 0),
-                _ => l.b.ins().store(guest_mem(), v, host, 0),
-            };
-            l.b.ins().jump(join, &[]);
-        });
-
-        self.b.switch_to_block(slow);
-        let info = self.iconst(size as u64 | if a.ss { INFO_SS } else { 0 });
-        let f = self.iconst(self.sigs.addrs.store);
-        let frame = self.frame;
-        let lin = self.slow_lin(a.lin, role);
-        let call = self
-            .b
-            .ins()
-            .call_indirect(self.sigs.store, f, &[frame, lin, info, v]);
-        let status = self.helper_result(call, types::I32);
-        let fault = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, status, crate::frame::ret::STOP as i64);
-        self.fault_exit_if(fault);
-        self.slow_path_done(role, false, false);
-        self.b.ins().jump(join, &[]);
-
-        self.b.seal_block(join);
-        self.b.switch_to_block(join);
+        let host = self.fast_path(tw, a.lin, size, role);
+        match size {
+            1 => self.b.ins().istore8(guest_mem(), v, host, 0),
+            2 => self.b.ins().istore16(guest_mem(), v, host, 0),
+            4 => self.b.ins().istore32(guest_mem(), v, host, 0),
+            _ => self.b.ins().store(guest_mem(), v, host, 0),
+        };
     }
 }

@@ -47,14 +47,12 @@ const GPRS: u32 = 0xffff;
 #[derive(Clone, Copy)]
 pub struct HelperSigs {
     pub exec: SigRef,
-    pub load: SigRef,
-    pub store: SigRef,
     pub raise: SigRef,
     /// `fold_flags(base, code, a, b, res, cin) -> rflags`.
     pub fold: SigRef,
     /// A compiled block (`tail` convention), for chained jumps.
     pub block: SigRef,
-    /// Where to call the load, store, raise and fold helpers (with the signatures above).
+    /// Where to call the raise and fold helpers (with the signatures above).
     pub addrs: crate::compiler::HelperAddrs,
 }
 
@@ -196,10 +194,12 @@ pub fn block_signature(call_conv: CallConv) -> Signature {
     s
 }
 
-/// Helper signatures: exec(frame, insn) -> u32; load(frame, lin, info) -> u64;
-/// store(frame, lin, info, val) -> u32; raise(frame, kind);
+/// Index of the raise helper's signature in [`helper_signatures`].
+pub const HELPER_RAISE: usize = 1;
+
+/// Helper signatures: exec(frame, insn) -> u32; raise(frame, kind);
 /// fold_flags(base, code, a, b, res, cin) -> u64.
-pub fn helper_signatures(call_conv: CallConv) -> [Signature; 5] {
+pub fn helper_signatures(call_conv: CallConv) -> [Signature; 3] {
     let p = |n: usize| {
         (0..n)
             .map(|_| AbiParam::new(types::I64))
@@ -208,18 +208,12 @@ pub fn helper_signatures(call_conv: CallConv) -> [Signature; 5] {
     let mut exec = Signature::new(call_conv);
     exec.params = p(2);
     exec.returns.push(AbiParam::new(types::I32));
-    let mut load = Signature::new(call_conv);
-    load.params = p(3);
-    load.returns.push(AbiParam::new(types::I64));
-    let mut store = Signature::new(call_conv);
-    store.params = p(4);
-    store.returns.push(AbiParam::new(types::I32));
     let mut raise = Signature::new(call_conv);
     raise.params = p(2);
     let mut fold = Signature::new(call_conv);
     fold.params = p(6);
     fold.returns.push(AbiParam::new(types::I64));
-    [exec, load, store, raise, fold]
+    [exec, raise, fold]
 }
 
 /// The signature of a helper's `preserve_all` adapter: the helper's parameters, no result
