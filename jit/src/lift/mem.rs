@@ -15,13 +15,13 @@ use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
 use lockstep_interp::operand::gpr_ref;
 use lockstep_interp::state::sreg;
 
-/// A memory operand's linear address, whether it is SS-relative (#SS instead of #GP for a
-/// non-canonical address), and, for a 64-bit address without a segment base, its key and
-/// displacement (see `super::group`).
+/// A memory operand's linear address and, for a 64-bit address without a segment base, its
+/// key and displacement (see `super::group`). (Whether it is SS-relative, #SS instead of #GP
+/// for a non-canonical address, is the interpreter's business: a miss leaves it the
+/// instruction.)
 #[derive(Clone, Copy)]
 pub struct Addr {
     pub lin: Value,
-    pub ss: bool,
     pub key: Option<(AddrKey, i64)>,
 }
 
@@ -278,7 +278,6 @@ impl Lower<'_> {
         };
         Addr {
             lin,
-            ss: seg == Register::SS,
             key,
         }
     }
@@ -323,7 +322,6 @@ impl Lower<'_> {
         };
         Addr {
             lin,
-            ss: true,
             key: Some((key, off.wrapping_add(delta))),
         }
     }
