@@ -78,9 +78,10 @@ impl<'a> Ctx<'a> {
             && !(prv == Priv::Implicit && cpu.state.cpl() == 3)
             && self.ram.contains(t.phys_page, PAGE_SIZE);
         if cacheable && !(access == Access::Write && self.ram.is_code_page(t.phys_page >> 12)) {
-            if access == Access::Write && cpu.tlb.step_local_writes() {
-                // `--verify`: stores that hit this entry are not logged one by one (the JIT's
-                // inline ones cannot be), so the whole page's old bytes are, first.
+            if access == Access::Write {
+                // `--verify` (write log on): stores that hit this entry are not logged one by
+                // one (the JIT's inline ones cannot be), so the whole page's old bytes are,
+                // first. Nothing otherwise.
                 self.ram.log_page(t.phys_page);
             }
             cpu.tlb.insert_translation(lin, access, &t);
@@ -199,55 +200,6 @@ impl<'a> Ctx<'a> {
             self.probe_write(lin, S as u64)?;
         }
         self.read_n::<S>(lin)
-    }
-
-    /// Read `size` bytes (at most 8) at a linear address like [`Ctx::read`] (with `rmw`, like
-    /// [`Ctx::read_rmw`]) when every byte is RAM. `Ok(None)` when some byte is not: nothing
-    /// was read and no device touched; the pages before it were translated (faults, TLB fills
-    /// and accessed bits exactly as the read itself would make them), so running the read
-    /// afterwards gives the same result as running it alone. The JIT's load slow path uses it
-    /// to leave device reads to the interpreter.
-    pub fn read_ram(&mut self, lin: u64, size: u8, rmw: bool) -> Result<Option<u64>, Fault> {
-        let size = size.clamp(1, 8);
-        if rmw {
-            self.probe_write(lin, size as u64)?;
-        }
-        let mut buf = [0u8; 8];
-        for (a, off, len) in page_pieces(lin, size as usize) {
-            let p = self.translate(a, Access::Read)?;
-            if !self.ram.contains(p, len as u64) {
-                return Ok(None);
-            }
-            buf[off..off + len].copy_from_slice(&self.ram.bytes()[p as usize..][..len]);
-        }
-        Ok(Some(u64::from_le_bytes(buf)))
-    }
-
-    /// Write `size` bytes (at most 8) at a linear address like [`Ctx::write`] when every byte
-    /// is RAM in pages holding no decoded code. `Ok(false)` when not: nothing was written and
-    /// no device touched; every page was translated first (faults, TLB fills, accessed and
-    /// dirty bits exactly as the write itself makes them), so running the write afterwards
-    /// gives the same result as running it alone. The JIT's store slow path uses it to leave
-    /// device writes and stores into code to the interpreter.
-    pub fn write_ram(&mut self, lin: u64, size: u8, val: u64) -> Result<bool, Fault> {
-        let size = size.clamp(1, 8);
-        let data = val.to_le_bytes();
-        // At most two pages: (physical address, offset in `data`, length).
-        let mut pieces = [(0u64, 0usize, 0usize); 2];
-        let mut n = 0;
-        for (a, off, len) in page_pieces(lin, size as usize) {
-            pieces[n] = (self.translate(a, Access::Write)?, off, len);
-            n += 1;
-        }
-        for &(p, _, len) in &pieces[..n] {
-            if !self.ram.contains(p, len as u64) || self.ram.is_code_page(p >> 12) {
-                return Ok(false);
-            }
-        }
-        for &(p, off, len) in &pieces[..n] {
-            self.store_phys(p, &data[off..off + len]);
-        }
-        Ok(true)
     }
 
     /// Read a byte range at a linear address (any length, any alignment).

@@ -166,14 +166,21 @@ impl GuestRam {
 
     /// `--verify` (write log on): log the old bytes of the whole 4 KiB page at `page` (a
     /// physical page address), before a write TLB entry lets stores reach it unlogged.
+    #[inline]
     pub fn log_page(&mut self, page: u64) {
+        if self.write_log.is_some() {
+            self.log_old(page & !(PAGE_SIZE - 1), PAGE_SIZE);
+        }
+    }
+
+    /// Push the current bytes of `[addr, addr+len)` (when all in RAM) to the write log, if on.
+    fn log_old(&mut self, addr: u64, len: u64) {
         if let Some(log) = &mut self.write_log {
-            let a = page & !(PAGE_SIZE - 1);
-            if let Some(old) = a
-                .checked_add(PAGE_SIZE)
-                .and_then(|end| self.map.get(a as usize..end as usize))
+            if let Some(old) = addr
+                .checked_add(len)
+                .and_then(|end| self.map.get(addr as usize..end as usize))
             {
-                log.push((a, old.to_vec()));
+                log.push((addr, old.to_vec()));
             }
         }
     }
@@ -183,13 +190,8 @@ impl GuestRam {
     /// write log records the old bytes here).
     #[inline]
     pub fn note_write(&mut self, addr: u64, len: u64) -> bool {
-        if let Some(log) = &mut self.write_log {
-            if let Some(old) = addr
-                .checked_add(len)
-                .and_then(|end| self.map.get(addr as usize..end as usize))
-            {
-                log.push((addr, old.to_vec()));
-            }
+        if self.write_log.is_some() {
+            self.log_old(addr, len);
         }
         let first = addr >> PAGE_SHIFT;
         let last = (addr + len.max(1) - 1) >> PAGE_SHIFT;

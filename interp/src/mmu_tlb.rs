@@ -180,7 +180,6 @@ fn index(a: Access) -> usize {
     }
 }
 
-/// The three direct-mapped tables (read, write, execute) for one privilege.
 /// A cached write entry as [`Tlb::write_entries`] lists it (`--verify`).
 #[derive(Clone, Copy, Debug)]
 pub struct WriteEntry {
@@ -191,6 +190,7 @@ pub struct WriteEntry {
     meta: u8,
 }
 
+/// The three direct-mapped tables (read, write, execute) for one privilege.
 #[derive(Clone)]
 struct TlbSet {
     tables: [Box<Table>; 3],
@@ -221,10 +221,11 @@ pub struct Tlb {
     user: bool,
     /// Some entry (in either set) may come from a page larger than 4 KiB.
     has_large: bool,
-    /// lockstep-jit's `--verify` mode: write entries belong to one verified block. Filling
-    /// one does not move [`Tlb::version`] (`Verify` drops them before each block and after
-    /// the JIT's run itself, [`Tlb::drop_write_entries`]), and the page is logged before its
-    /// first store can hit the entry (see `Ctx::translate_slow`).
+    /// lockstep-jit's `--verify` mode: `Verify` manages the write entries itself (it keeps a
+    /// few from one block to the next, [`Tlb::write_entries`] / [`Tlb::set_write_entries`],
+    /// and drops the rest), so filling or dropping one does not move [`Tlb::version`]; a
+    /// page's old bytes are logged before a store can hit its entry (see
+    /// `Ctx::translate_slow`).
     step_local_writes: bool,
     /// Moves on whenever an execute entry may change (flushes, execute inserts, set swaps).
     exec_epoch: u64,
@@ -441,12 +442,6 @@ impl Tlb {
     /// The physical address of the page a write entry maps.
     pub fn write_entry_page(&self, e: &WriteEntry) -> u64 {
         e.entry.phys(self.host_base)
-    }
-
-    /// Whether write entries are step-local (`--verify`).
-    #[inline]
-    pub fn step_local_writes(&self) -> bool {
-        self.step_local_writes
     }
 
     /// Drop every entry, global ones included (CR0.PG/WP, CR4.PGE/PAE/PSE/SMEP/SMAP, EFER.NXE

@@ -276,10 +276,7 @@ impl Lower<'_> {
         } else {
             Some(self.addr_key(ins))
         };
-        Addr {
-            lin,
-            key,
-        }
+        Addr { lin, key }
     }
 
     /// Key and displacement of a 64-bit memory operand (the values `effective_offset` used).
