@@ -225,12 +225,18 @@ const FRONT_ENTRIES: usize = 1 << 14;
 /// then, and no execute entry or privilege set has changed) and no code word has moved, so
 /// the entry is still the valid one for RIP: the dispatcher skips the translation, the key
 /// comparison and the validity check. (`u64::MAX` epochs: not known; epochs never take it.)
+///
+/// `hints` are the addresses of the entry's decoded `Block` and of its instructions, only
+/// ever prefetched (never dereferenced): a block that runs in the interpreter would otherwise
+/// take three cache misses one after the other (entry, block, instructions) in a boot's
+/// large working set; prefetched together they overlap.
 #[derive(Clone, Copy)]
 struct Front {
     idx: u32,
     rip: u64,
     exec_epoch: u64,
     code_epoch: u64,
+    hints: [usize; 2],
 }
 
 impl Front {
@@ -239,7 +245,21 @@ impl Front {
         rip: 0,
         exec_epoch: u64::MAX,
         code_epoch: u64::MAX,
+        hints: [0; 2],
     };
+}
+
+/// Ask the CPU to bring the cache line at `addr` closer (a hint: any address is fine, nothing
+/// is read and nothing can fault).
+#[inline(always)]
+fn prefetch(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 never faults and has no architectural effect, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
 }
 
 /// Most runs a compiled block waits (interpreted) for its batch to be finalised: a batch
@@ -513,6 +533,9 @@ impl Jit {
         let front = self.front[slot];
         let long_mode = ctx.cpu.state.in_64bit_mode();
         if front.rip == rip && long_mode {
+            prefetch(self.entries.as_ptr().wrapping_add(front.idx as usize) as usize);
+            prefetch(front.hints[0]);
+            prefetch(front.hints[1]);
             // The privilege set first: swapping it moves the execute epoch.
             ctx.sync_tlb_privilege();
             if front.exec_epoch == ctx.cpu.tlb.exec_epoch()
@@ -559,11 +582,13 @@ impl Jit {
         } else {
             UNCHECKED
         };
+        let block = &self.entries[idx].block;
         self.front[slot] = Front {
             idx: idx as u32,
             rip,
             exec_epoch,
             code_epoch,
+            hints: [Arc::as_ptr(block) as usize, block.insns.as_ptr() as usize],
         };
         self.run_entry(ctx, key, idx, valid)
     }
