@@ -57,11 +57,6 @@ impl GuestRam {
         }
         let map =
             MmapMut::map_anon(size as usize).map_err(|source| MemError::Map { size, source })?;
-        // Host-side only: ask for transparent huge pages (as QEMU does for guest RAM). A boot's
-        // guest accesses are spread over the whole RAM, and with 4 KiB host pages most of them
-        // also miss the host's TLB. Refused (THP off, another OS): the same RAM, in small pages.
-        #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
         Ok(GuestRam {
             map,
             size,

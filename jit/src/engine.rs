@@ -226,8 +226,8 @@ const FRONT_ENTRIES: usize = 1 << 14;
 /// the entry is still the valid one for RIP: the dispatcher skips the translation, the key
 /// comparison and the validity check. (`u64::MAX` epochs: not known; epochs never take it.)
 ///
-/// `hints` are the addresses of the entry's decoded `Block` and of its instructions, only
-/// ever prefetched (never dereferenced): a block that runs in the interpreter would otherwise
+/// `hints` are the addresses of the entry's decoded `Block` and of its instructions (zero
+/// for a compiled block), only ever prefetched (never dereferenced): a block that runs in the interpreter would otherwise
 /// take three cache misses one after the other (entry, block, instructions) in a boot's
 /// large working set; prefetched together they overlap.
 #[derive(Clone, Copy)]
@@ -534,8 +534,10 @@ impl Jit {
         let long_mode = ctx.cpu.state.in_64bit_mode();
         if front.rip == rip && long_mode {
             prefetch(self.entries.as_ptr().wrapping_add(front.idx as usize) as usize);
-            prefetch(front.hints[0]);
-            prefetch(front.hints[1]);
+            if front.hints[0] != 0 {
+                prefetch(front.hints[0]);
+                prefetch(front.hints[1]);
+            }
             // The privilege set first: swapping it moves the execute epoch.
             ctx.sync_tlb_privilege();
             if front.exec_epoch == ctx.cpu.tlb.exec_epoch()
@@ -582,13 +584,23 @@ impl Jit {
         } else {
             UNCHECKED
         };
-        let block = &self.entries[idx].block;
+        // A compiled block runs without its `Block` (reading the instructions' address here
+        // would be a miss of its own): hints only for a block that may still be interpreted.
+        let e = &self.entries[idx];
+        let hints = if matches!(e.tier, Tier::Ready(_)) {
+            [0; 2]
+        } else {
+            [
+                Arc::as_ptr(&e.block) as usize,
+                e.block.insns.as_ptr() as usize,
+            ]
+        };
         self.front[slot] = Front {
             idx: idx as u32,
             rip,
             exec_epoch,
             code_epoch,
-            hints: [Arc::as_ptr(block) as usize, block.insns.as_ptr() as usize],
+            hints,
         };
         self.run_entry(ctx, key, idx, valid)
     }
