@@ -227,6 +227,11 @@ impl HostInfo {
         format!("{}; XCR0 {:#x}", list.join(", "), self.xcr0)
     }
 
+    /// An Intel CPU (the vendor the interpreter models)?
+    pub fn is_intel(&self) -> bool {
+        self.vendor == POLICY_VENDOR
+    }
+
     /// Is this the host the undefined-flags policy was measured on?
     pub fn is_policy_host(&self) -> bool {
         self.vendor == POLICY_VENDOR && self.family == POLICY_FAMILY && self.model == POLICY_MODEL
