@@ -485,7 +485,10 @@ mod tests {
     /// across the guard page (a fault mid-gather: partial destination and mask).
     #[test]
     fn gathers_match_host_including_faults() {
-        if !avx2_host() {
+        // What a gather leaves in its mask register (after completion, and at a fault
+        // mid-gather) is the modelled Intel CPU's; AMD's CPUs leave it differently.
+        if !avx2_host() || !crate::ops::native::host_is_intel() {
+            eprintln!("gathers_match_host_including_faults: needs an Intel host with AVX2");
             return;
         }
         type G = fn(&mut CodeAssembler, u32) -> Result<(), iced_x86::IcedError>;

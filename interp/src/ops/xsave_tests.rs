@@ -328,8 +328,15 @@ mod native {
     }
 
     fn same(name: &str, host: &[u8; MAX_SIZE], ours: &[u8; MAX_SIZE], skip: &[usize]) {
+        // The model is an Intel CPU: MXCSR_MASK (bytes 28..32) is 0xffff. AMD's has bit 17
+        // too (the misaligned-SSE exception mask), a documented vendor difference.
+        let vendor: &[usize] = if crate::ops::native::host_is_intel() {
+            &[]
+        } else {
+            &[28, 29, 30, 31]
+        };
         for i in 0..MAX_SIZE {
-            if !skip.contains(&i) {
+            if !skip.contains(&i) && !vendor.contains(&i) {
                 assert_eq!(host[i], ours[i], "{name}: byte {i}");
             }
         }
@@ -415,8 +422,9 @@ mod native {
         );
     }
 
-    /// The documented difference: an SSE instruction leaves the XMM registers zero. This host
-    /// tracks XINUSE per instruction and reports SSE in use; the model derives it from values.
+    /// The documented difference: an SSE instruction leaves the XMM registers zero. An Intel
+    /// host tracks XINUSE per instruction and reports SSE in use; the model derives it from
+    /// values.
     #[test]
     fn xinuse_difference_is_only_xstate_bv() {
         if !have() {
@@ -426,7 +434,11 @@ mod native {
         let host = host_case!(&init, "pxor xmm0, xmm0", "xsave64");
         let ours = interp_case(&init, |a| a.pxor(xmm0, xmm0), false);
         same("pxor", &host, &ours, &[HEADER]);
-        assert_eq!(host[HEADER] & 7, SSE as u8);
+        // Intel hosts track XINUSE per instruction (SSE in use after the PXOR); an AMD EPYC
+        // host reported it not in use, as the model does.
+        if crate::ops::native::host_is_intel() {
+            assert_eq!(host[HEADER] & 7, SSE as u8);
+        }
         assert_eq!(ours[HEADER] & 7, 0);
     }
 }
