@@ -227,9 +227,10 @@ const FRONT_ENTRIES: usize = 1 << 14;
 /// comparison and the validity check. (`u64::MAX` epochs: not known; epochs never take it.)
 ///
 /// `hints` are the addresses of the entry's decoded `Block` and of its instructions (zero
-/// for a compiled block), only ever prefetched (never dereferenced): a block that runs in the interpreter would otherwise
-/// take three cache misses one after the other (entry, block, instructions) in a boot's
-/// large working set; prefetched together they overlap.
+/// for a compiled block), only ever prefetched, never dereferenced (after a flush they may
+/// point at freed memory): a block that runs in the interpreter would otherwise take three
+/// cache misses one after the other (entry, block, instructions) in a boot's large working
+/// set; prefetched together they overlap.
 #[derive(Clone, Copy)]
 struct Front {
     idx: u32,

@@ -61,8 +61,7 @@ pub struct UserArgs {
     /// memory writes; stop with exit code 70 at the first difference (implies the JIT).
     #[arg(long)]
     pub verify: bool,
-    /// JIT: compile a block after it ran this many times in the interpreter (default 500 for
-    /// user programs; see `USER_JIT_THRESHOLD`).
+    /// JIT: compile a block after it ran this many times in the interpreter [default: 500].
     #[arg(long, value_name = "N")]
     pub jit_threshold: Option<u32>,
     /// Run seed (1 to 64 hex digits): AT_RANDOM, getrandom and RDRAND draw from it.
