@@ -6,7 +6,7 @@
 //! of the C convention compiled into each module that calls a block and returns its status.
 
 use crate::frame::Frame;
-use crate::lift::{self, HelperSigs, LowerStats, HELPER_RAISE};
+use crate::lift::{self, HelperSigs, LowerStats, HELPER_EXEC, HELPER_FOLD, HELPER_RAISE};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
@@ -167,7 +167,7 @@ fn make_adapters(
     let cc = module.isa().default_call_conv();
     let c_sigs = lift::helper_signatures(cc);
     let target = crate::helpers::raise as *const () as u64;
-    let c_sig = c_sigs[lift::HELPER_RAISE].clone();
+    let c_sig = c_sigs[HELPER_RAISE].clone();
     let sig = lift::adapter_signature(&c_sig);
     let id = define_small(module, ctx, fctx, "adapter_raise", sig, |b, p| {
         let csig = b.import_signature(c_sig);
@@ -242,7 +242,7 @@ impl Compiler {
         };
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
-            let s = &mut helper_sigs[lift::HELPER_RAISE];
+            let s = &mut helper_sigs[HELPER_RAISE];
             *s = lift::adapter_signature(s);
         }
         Compiler {
@@ -316,9 +316,9 @@ impl Compiler {
                 fold_offsets: fold,
             },
             |b| HelperSigs {
-                exec: b.import_signature(hs[0].clone()),
+                exec: b.import_signature(hs[HELPER_EXEC].clone()),
                 raise: b.import_signature(hs[HELPER_RAISE].clone()),
-                fold: b.import_signature(hs[2].clone()),
+                fold: b.import_signature(hs[HELPER_FOLD].clone()),
                 block: b.import_signature(bsig.clone()),
                 addrs,
             },

@@ -705,7 +705,7 @@ impl Jit {
                         *x ^= 1;
                     }
                 }
-                let stop = if code == ret::STOP && frame.mem_fault == crate::helpers::MEM_DEFER {
+                let stop = if code == ret::STOP && frame.deferred == crate::helpers::MEM_DEFER {
                     self.stats.accesses_deferred += 1;
                     interp_deferred(ctx)
                 } else if code == ret::STOP {

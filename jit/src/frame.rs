@@ -34,7 +34,7 @@ pub struct Frame {
     pub budget_end: u64,
     /// `helpers::MEM_DEFER` when compiled code left before an instruction whose memory access
     /// missed its inline fast path (the dispatcher interprets from there); 0 otherwise.
-    pub mem_fault: u64,
+    pub deferred: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
     /// words (`GuestRam::code_table`), the `retired` value no chained block may go past
@@ -64,7 +64,7 @@ impl Frame {
     pub const OFF_TLB_READ: i32 = offset_of!(Frame, tlb_read) as i32;
     pub const OFF_TLB_WRITE: i32 = offset_of!(Frame, tlb_write) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
-    pub const OFF_MEM_FAULT: i32 = offset_of!(Frame, mem_fault) as i32;
+    pub const OFF_DEFERRED: i32 = offset_of!(Frame, deferred) as i32;
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
     pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
     pub const OFF_FL_CODE: i32 = offset_of!(Frame, fl_code) as i32;
@@ -86,7 +86,7 @@ impl Frame {
             tlb_read: core::ptr::null(),
             tlb_write: core::ptr::null(),
             budget_end: 0,
-            mem_fault: 0,
+            deferred: 0,
             tlb_exec: core::ptr::null(),
             code_table: core::ptr::null(),
             fl_code: 0,

@@ -26,7 +26,7 @@ pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) 
     }
 }
 
-/// `Frame::mem_fault` when compiled code left an instruction's memory access to the
+/// `Frame::deferred` when compiled code left an instruction's memory access to the
 /// interpreter (a TLB miss, a page crossing, a device, a store into decoded code, a fault):
 /// the block left before the instruction, and the dispatcher interprets from there (see
 /// `lift::mem`).

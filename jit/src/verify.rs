@@ -21,6 +21,7 @@
 use crate::engine::{Jit, JitConfig};
 use iced_x86::{Formatter, IntelFormatter};
 use lockstep_interp::decode::Block;
+use lockstep_interp::mem::PAGE_SIZE as PAGE;
 use lockstep_interp::mmu::Tlb;
 use lockstep_interp::state::CpuState;
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, Fault, GuestRam, Interpreter};
@@ -388,9 +389,6 @@ fn start_write_log(cpu: &Cpu, ram: &mut GuestRam, writes: &[lockstep_interp::mmu
         ram.log_page(cpu.tlb.write_entry_page(e));
     }
 }
-
-/// Bytes per page of the page-wise memory comparison.
-const PAGE: u64 = 4096;
 
 /// The 4 KiB pages (their addresses) that `[a, a + len)` touches.
 fn pages_of(a: u64, len: usize) -> impl Iterator<Item = u64> {

@@ -198,15 +198,15 @@ impl Lower<'_> {
         self.b.ins().iadd_imm_s(host, delta)
     }
 
-    /// After code that may have filled the read table (`read`) and/or the write table (an
-    /// instruction run through the trampoline): mark the groups of those tables not valid.
-    pub(super) fn groups_invalidate(&mut self, read: bool, write: bool) {
-        let mut bad = None;
+    /// After an instruction run through the trampoline (which may fill or drop any TLB
+    /// entry): mark every group not valid.
+    pub(super) fn groups_invalidate(&mut self) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let bad = self.iconst(INVALID as u64);
         for g in self.groups.clone() {
-            if (g.write && write) || (!g.write && read) {
-                let v = *bad.get_or_insert_with(|| self.iconst(INVALID as u64));
-                self.b.def_var(g.off, v);
-            }
+            self.b.def_var(g.off, bad);
         }
     }
 }

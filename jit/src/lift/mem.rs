@@ -474,20 +474,21 @@ impl Lower<'_> {
         self.b.switch_to_block(fast);
     }
 
-    /// Leave the block before the current instruction with `Frame::mem_fault` set to
+    /// Leave the block before the current instruction with `Frame::deferred` set to
     /// [`MEM_DEFER`]: the dispatcher interprets from the instruction (see
     /// `Jit::run_entry`), whose interpreter handler then fills the TLB, walks the page
     /// tables, crosses the page, reaches the device or the code page, or raises the fault —
     /// exactly as the interpreter alone would, since nothing of the instruction was done
-    /// (a memory access is never preceded by a side effect of its instruction: see
-    /// [`Lower::fault_exit_if`]). Compiled code thus calls no memory helper, and a slow
+    /// (a memory access is never preceded by a side effect of its instruction: a
+    /// read-modify-write's flags are recorded only after its store, docs/jit.md "Memory").
+    /// Compiled code thus calls no memory helper, and a slow
     /// path never rejoins the main path (so no page group is ever invalidated by one).
     fn defer_exit(&mut self) {
         let code = self.iconst(MEM_DEFER);
         let frame = self.frame;
         self.b
             .ins()
-            .store(host_mem(), code, frame, Frame::OFF_MEM_FAULT);
+            .store(host_mem(), code, frame, Frame::OFF_DEFERRED);
         let ip = self.ins_ip;
         self.emit_exit(Some(super::Rip::Const(ip)), crate::frame::ret::STOP);
     }

@@ -194,8 +194,10 @@ pub fn block_signature(call_conv: CallConv) -> Signature {
     s
 }
 
-/// Index of the raise helper's signature in [`helper_signatures`].
+/// Indices of the exec, raise and fold helpers' signatures in [`helper_signatures`].
+pub const HELPER_EXEC: usize = 0;
 pub const HELPER_RAISE: usize = 1;
+pub const HELPER_FOLD: usize = 2;
 
 /// Helper signatures: exec(frame, insn) -> u32; raise(frame, kind);
 /// fold_flags(base, code, a, b, res, cin) -> u64.
@@ -984,13 +986,6 @@ impl Lower<'_> {
         self.b.switch_to_block(cont);
     }
 
-    /// Side exit for a fault of the current instruction (its helper stored the reason):
-    /// RIP back at the instruction, nothing of it retired.
-    pub fn fault_exit_if(&mut self, cond: Value) {
-        let ip = self.ins_ip;
-        self.side_exit_if(cond, Some(Rip::Const(ip)), None, ret::STOP);
-    }
-
     /// End the block here: the current instruction is complete (counted in `k`), continue at
     /// `rip` — in the next block directly when the chain table allows it.
     pub fn end_block(&mut self, rip: Rip) {
@@ -1242,7 +1237,7 @@ impl Lower<'_> {
         self.exec_called = true;
         // The handler may have filled any TLB table: no page group is valid after it (SSE
         // slow paths rejoin the main path after this call).
-        self.groups_invalidate(true, true);
+        self.groups_invalidate();
         self.b.inst_results(call)[0]
     }
 
