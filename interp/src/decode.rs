@@ -275,7 +275,8 @@ impl Ctx<'_> {
             if let Some(b) = self.cpu.blocks.arena.get(e.block as usize) {
                 // Nothing the lookup depends on has changed since the block was last found
                 // valid at this RIP: the translation (execute TLB unchanged) and the code.
-                if b.checked == (self.cpu.tlb.exec_epoch(), self.ram.code_epoch())
+                if self.cpu.tlb.exec_epoch_holds(b.checked.0)
+                    && b.checked.1 == self.ram.code_epoch()
                     && b.lin == lin
                     && b.key.rip == rip
                     && b.key.bitness == bitness
@@ -356,10 +357,9 @@ impl Ctx<'_> {
     /// front table), so both see a remapping at the same instruction.
     #[inline]
     pub fn code_lookup_epochs(&self, lin: u64) -> (u64, u64) {
-        if self.cpu.tlb.lookup(lin, Access::Exec).is_some() {
-            (self.cpu.tlb.exec_epoch(), self.ram.code_epoch())
-        } else {
-            UNCHECKED
+        match self.cpu.tlb.exec_hit_epoch(lin) {
+            Some(e) => (e, self.ram.code_epoch()),
+            None => UNCHECKED,
         }
     }
 

@@ -116,6 +116,16 @@ impl Table {
         }
     }
 
+    fn occupied(&self, s: usize) -> bool {
+        let (w, b) = bit(s);
+        self.occ[w] & b != 0
+    }
+
+    fn is_global(&self, s: usize) -> bool {
+        let (w, b) = bit(s);
+        self.global[w] & b != 0
+    }
+
     fn clear(&mut self, s: usize) {
         let (w, b) = bit(s);
         self.entries[s] = EMPTY;
@@ -190,16 +200,25 @@ pub struct WriteEntry {
     meta: u8,
 }
 
-/// The three direct-mapped tables (read, write, execute) for one privilege.
+/// The three direct-mapped tables (read, write, execute) for one privilege, and the epochs of
+/// its execute table (see [`Tlb::exec_epoch`]): each moves on to a value no epoch of this TLB
+/// has had.
 #[derive(Clone)]
 struct TlbSet {
     tables: [Box<Table>; 3],
+    /// Moves on whenever an execute lookup in this set that hit could now give another answer.
+    exec_epoch: u64,
+    /// Moves on whenever such a lookup that hit a global entry could: not on a CR3 write,
+    /// which keeps global entries.
+    exec_epoch_global: u64,
 }
 
 impl Default for TlbSet {
     fn default() -> Self {
         TlbSet {
             tables: [Table::new(), Table::new(), Table::new()],
+            exec_epoch: u64::MAX,
+            exec_epoch_global: u64::MAX,
         }
     }
 }
@@ -227,8 +246,8 @@ pub struct Tlb {
     /// page's old bytes are logged before a store can hit its entry (see
     /// `Ctx::translate_slow`).
     step_local_writes: bool,
-    /// Moves on whenever an execute entry may change (flushes, execute inserts, set swaps).
-    exec_epoch: u64,
+    /// The last execute epoch handed to a set ([`Tlb::renew_exec_epoch`]).
+    epoch_next: u64,
     /// The PAE PDPTE registers (loaded by MOV to CR0/CR3/CR4; `None`: load at the next walk).
     pdptes: Option<[u64; 4]>,
     /// Moves on with every change of anything above ([`Tlb::version`]).
@@ -240,17 +259,19 @@ pub struct Tlb {
 
 impl Default for Tlb {
     fn default() -> Self {
-        Tlb {
+        let mut t = Tlb {
             cur: TlbSet::default(),
             other: TlbSet::default(),
             user: false,
             has_large: false,
             step_local_writes: false,
-            exec_epoch: fresh_epoch(),
+            epoch_next: fresh_epoch(),
             pdptes: None,
             version: fresh_epoch(),
             host_base: 0,
-        }
+        };
+        t.renew_exec_epochs(true);
+        t
     }
 }
 
@@ -301,7 +322,6 @@ impl Tlb {
         self.version = self.version.wrapping_add(1);
         std::mem::swap(&mut self.cur, &mut self.other);
         self.user = user;
-        self.exec_epoch = self.exec_epoch.wrapping_add(1);
     }
 
     /// True when the current set is the user set.
@@ -309,11 +329,55 @@ impl Tlb {
         self.user
     }
 
-    /// A value that changes whenever the execute entries may change. While it stays the same,
-    /// an execute lookup that hit before hits again with the same result.
+    /// The current set's execute epoch: while it stays the same, an execute lookup that hit
+    /// before hits again with the same result. Each set has its own (never equal to the
+    /// other's), so a round trip to the other privilege and back leaves it as it was. It
+    /// moves on when the set's execute table changes in a way that could change a hit: a
+    /// flush, INVLPG, a CR3 write, or a fill that replaces a different entry (a fill into an
+    /// empty slot changes no hit).
     #[inline]
     pub fn exec_epoch(&self) -> u64 {
-        self.exec_epoch
+        self.cur.exec_epoch
+    }
+
+    /// The epoch to remember for an execute lookup of `lin` that hits now (`None`: it misses):
+    /// the set's global epoch when the entry is global (it survives CR3 writes), else
+    /// [`Tlb::exec_epoch`]. While [`Tlb::exec_epoch_holds`] says it holds, the lookup hits
+    /// again with the same result.
+    #[inline]
+    pub fn exec_hit_epoch(&self, lin: u64) -> Option<u64> {
+        let vpn = lin >> PAGE_SHIFT;
+        let s = Self::slot(vpn);
+        let t = self.table(Access::Exec);
+        (t.entries[s].tag == vpn).then(|| {
+            if t.is_global(s) {
+                self.cur.exec_epoch_global
+            } else {
+                self.cur.exec_epoch
+            }
+        })
+    }
+
+    /// Does an epoch from [`Tlb::exec_hit_epoch`] (or [`Tlb::exec_epoch`]) still hold?
+    #[inline(always)]
+    pub fn exec_epoch_holds(&self, epoch: u64) -> bool {
+        epoch == self.cur.exec_epoch || epoch == self.cur.exec_epoch_global
+    }
+
+    fn fresh(&mut self) -> u64 {
+        self.epoch_next = self.epoch_next.wrapping_add(1);
+        self.epoch_next
+    }
+
+    /// New execute epochs for both sets: only the non-global ones (`global` false, a CR3
+    /// write), or both kinds.
+    fn renew_exec_epochs(&mut self, global: bool) {
+        self.cur.exec_epoch = self.fresh();
+        self.other.exec_epoch = self.fresh();
+        if global {
+            self.cur.exec_epoch_global = self.fresh();
+            self.other.exec_epoch_global = self.fresh();
+        }
     }
 
     /// Cache a 4 KiB, non-global translation.
@@ -336,10 +400,8 @@ impl Tlb {
         if !(access == Access::Write && self.step_local_writes) {
             self.version = self.version.wrapping_add(1);
         }
-        if access == Access::Exec {
-            self.exec_epoch = self.exec_epoch.wrapping_add(1);
-        }
         let vpn = lin >> PAGE_SHIFT;
+        let s = Self::slot(vpn);
         let e = TlbEntry {
             tag: vpn,
             host: self
@@ -347,7 +409,15 @@ impl Tlb {
                 .wrapping_add(phys)
                 .wrapping_sub(vpn << PAGE_SHIFT),
         };
-        self.cur.tables[index(access)].fill(Self::slot(vpn), e, meta);
+        let t = &self.cur.tables[index(access)];
+        if access == Access::Exec && t.occupied(s) && (t.entries[s] != e || t.meta[s] != meta) {
+            // A hit on the replaced entry may now miss or differ.
+            if t.is_global(s) {
+                self.cur.exec_epoch_global = self.fresh();
+            }
+            self.cur.exec_epoch = self.fresh();
+        }
+        self.cur.tables[index(access)].fill(s, e, meta);
     }
 
     /// For lockstep-jit's inline fast path: the first entry of the current set's table for
@@ -448,7 +518,7 @@ impl Tlb {
     /// changes; restore). Keeps the PDPTE registers.
     pub fn flush(&mut self) {
         self.version = self.version.wrapping_add(1);
-        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        self.renew_exec_epochs(true);
         self.all_tables().for_each(Table::clear_all);
         self.has_large = false;
     }
@@ -456,7 +526,7 @@ impl Tlb {
     /// Drop every non-global entry (MOV to CR3; no PCIDs are modelled).
     pub fn flush_non_global(&mut self) {
         self.version = self.version.wrapping_add(1);
-        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        self.renew_exec_epochs(false);
         self.all_tables().for_each(Table::clear_non_global);
     }
 
@@ -467,7 +537,7 @@ impl Tlb {
         let vpn = lin >> PAGE_SHIFT;
         let s = Self::slot(vpn);
         self.version = self.version.wrapping_add(1);
-        self.exec_epoch = self.exec_epoch.wrapping_add(1);
+        self.renew_exec_epochs(true);
         let has_large = self.has_large;
         for t in self.all_tables() {
             if t.entries[s].tag == vpn {
@@ -535,7 +605,11 @@ impl Tlb {
         self.user = src.user;
         self.has_large = src.has_large;
         self.step_local_writes = src.step_local_writes;
-        self.exec_epoch = src.exec_epoch;
+        self.cur.exec_epoch = src.cur.exec_epoch;
+        self.other.exec_epoch = src.other.exec_epoch;
+        self.cur.exec_epoch_global = src.cur.exec_epoch_global;
+        self.other.exec_epoch_global = src.other.exec_epoch_global;
+        self.epoch_next = src.epoch_next;
         self.pdptes = src.pdptes;
         self.version = src.version;
     }

@@ -370,3 +370,77 @@ fn version_moves_with_every_change_and_copy_from_restores_in_place() {
     assert_eq!(a.lookup(0x8000, Access::Read), None);
     assert_eq!(a.pdptes(), snap.pdptes());
 }
+
+/// The execute-lookup shortcut ([`Tlb::exec_hit_epoch`] / [`Tlb::exec_epoch_holds`]) over
+/// random operation sequences: whenever it says a remembered lookup still holds, the lookup
+/// gives exactly what it gave then (and it is seen holding, not merely safe).
+#[test]
+fn exec_shortcuts_hold_only_while_the_lookup_is_the_same() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let n = TLB_ENTRIES as u64;
+    let mut epoch_held = 0u64;
+    for _round in 0..10 {
+        let mut tlb = Tlb::default();
+        // (lin, lookup result, epoch) of remembered hits.
+        let mut seen: Vec<(u64, Option<u64>, u64)> = Vec::new();
+        let span = 3 * n;
+        for _step in 0..3000 {
+            let lin = (rng.below(span) << 12) | rng.below(0x1000);
+            match rng.below(100) {
+                0..=59 => {
+                    let a = KINDS[rng.below(3) as usize];
+                    let page_bits = if rng.below(10) == 0 { 21 } else { 12 };
+                    let tr = t(rng.below(64) << 12, rng.below(3) == 0, page_bits);
+                    tlb.insert_translation(lin, a, &tr);
+                }
+                60..=69 => tlb.invalidate_page(lin),
+                70..=84 => tlb.set_user(rng.below(2) == 0),
+                85..=94 => tlb.flush_non_global(),
+                95 => tlb.flush(),
+                _ => {}
+            }
+            // Remember a hit now and then.
+            if let Some(e) = tlb.exec_hit_epoch(lin) {
+                seen.push((lin, tlb.lookup(lin, Access::Exec), e));
+                if seen.len() > 64 {
+                    seen.remove(0);
+                }
+            }
+            for &(l, then, epoch) in &seen {
+                if tlb.exec_epoch_holds(epoch) {
+                    let now = tlb.lookup(l, Access::Exec);
+                    assert_eq!(now, then, "epoch held for {l:#x} but the lookup changed");
+                    epoch_held += 1;
+                }
+            }
+        }
+    }
+    assert!(epoch_held > 1000, "{epoch_held}");
+}
+
+#[test]
+fn exec_epochs_survive_what_cannot_change_a_hit() {
+    let mut tlb = Tlb::default();
+    tlb.insert_translation(0x40_0000, Access::Exec, &t(0x5000, false, 12));
+    tlb.insert_translation(0x80_0000, Access::Exec, &t(0x6000, true, 12));
+    let local = tlb.exec_hit_epoch(0x40_0000).unwrap();
+    let global = tlb.exec_hit_epoch(0x80_0000).unwrap();
+    assert_ne!(local, global);
+    // A privilege round trip: the other set has its own epochs.
+    tlb.set_user(true);
+    assert!(!tlb.exec_epoch_holds(local) && !tlb.exec_epoch_holds(global));
+    tlb.set_user(false);
+    assert!(tlb.exec_epoch_holds(local) && tlb.exec_epoch_holds(global));
+    // A fill into an empty slot, and a refill with the same entry.
+    tlb.insert_translation(0x40_1000, Access::Exec, &t(0x7000, false, 12));
+    tlb.insert_translation(0x40_0000, Access::Exec, &t(0x5000, false, 12));
+    assert!(tlb.exec_epoch_holds(local) && tlb.exec_epoch_holds(global));
+    // A CR3 write keeps global entries.
+    tlb.flush_non_global();
+    assert!(!tlb.exec_epoch_holds(local) && tlb.exec_epoch_holds(global));
+    // Evicting a global entry moves the global epoch.
+    let other = 0x80_0000 + ((TLB_ENTRIES as u64) << 12);
+    tlb.insert_translation(other, Access::Exec, &t(0x8000, true, 12));
+    assert!(!tlb.exec_epoch_holds(global));
+    assert_eq!(tlb.lookup(0x80_0000, Access::Exec), None);
+}
