@@ -225,6 +225,14 @@ enum Tier {
 
 const FRONT_ENTRIES: usize = 1 << 14;
 
+/// The front slot of `rip` (Fibonacci hashing, as the chain table's, but with the front
+/// table's own width: the chain table's index masked to the front's size would leave half of
+/// a larger front unused).
+#[inline]
+fn front_slot(rip: u64) -> usize {
+    (rip.wrapping_mul(crate::chain::HASH_MUL) >> (64 - FRONT_ENTRIES.trailing_zeros())) as usize
+}
+
 /// [`Front::next`] when no dispatch has followed yet.
 const NO_SLOT: u32 = u32::MAX;
 
@@ -564,7 +572,7 @@ impl Jit {
     fn dispatch(&mut self, ctx: &mut Ctx) -> Option<ExitReason> {
         let rip = ctx.cpu.state.rip;
         self.stats.lookups += 1;
-        let slot = crate::chain::slot(rip) & (FRONT_ENTRIES - 1);
+        let slot = front_slot(rip);
         self.front[self.prev_slot].next = slot as u32;
         self.prev_slot = slot;
         let front = self.front[slot];
