@@ -352,9 +352,9 @@ impl Ctx<'_> {
     /// new lookup there would find (while both are unchanged, the lookup may be skipped): the
     /// execute-TLB and code epochs when the execute TLB holds `lin`'s translation, else
     /// [`UNCHECKED`] — a translation that is never cached (a supervisor fetch from a user page
-    /// under SMAP) can change without any epoch moving, so it is walked again every time. The
-    /// one rule for both engines' block caches (the interpreter's blocks, lockstep-jit's
-    /// front table), so both see a remapping at the same instruction.
+    /// under SMAP) can change without any epoch moving, so it is walked again every time.
+    /// (lockstep-jit's front table redoes the execute-TLB lookup instead, which is exact in the
+    /// same way: both engines see a remapping at the same instruction.)
     #[inline]
     pub fn code_lookup_epochs(&self, lin: u64) -> (u64, u64) {
         match self.cpu.tlb.exec_hit_epoch(lin) {

@@ -765,7 +765,7 @@ impl Jit {
         self.stats.interp_runs += 1;
         // Borrowed, not cloned: an atomic count update per interpreted block is measurable.
         let block = &self.entries[idx].block;
-        self.done(Some(key), false, interp_block(ctx, block, 0))
+        self.done(Some(key), false, interp_block(ctx, &block.insns))
     }
 
     /// The blocks to compile with the entry `key` (entry first): the loops through the entry
@@ -1035,8 +1035,12 @@ impl Drop for Jit {
 fn interp_deferred(ctx: &mut Ctx) -> Option<ExitReason> {
     match ctx.block_at_rip() {
         Ok(i) => {
-            let block = ctx.cpu.blocks.block(i).clone();
-            interp_block(ctx, &block, 0)
+            // Borrowed out of the interpreter's cache for the run (as its own engine does),
+            // not cloned: a boot defers some 120 K accesses.
+            let (insns, _, generation) = ctx.cpu.blocks.take_insns(i);
+            let stop = interp_block(ctx, &insns);
+            ctx.cpu.blocks.put_insns(i, insns, generation);
+            stop
         }
         Err(f) => Some(ExitReason::Exception(f)),
     }

@@ -4,7 +4,7 @@
 //! Like the interpreter, a completed instruction that set `Cpu::yield_requested` stops the
 //! engine with `ExitReason::Yield` (a fault leaves the request set, as there).
 
-use lockstep_interp::decode::{Block, DecodedInsn};
+use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::{Ctx, ExitReason, Trap};
 
 /// Outcome of one instruction.
@@ -66,10 +66,10 @@ pub fn step(ctx: &mut Ctx, d: &DecodedInsn) -> Step {
     }
 }
 
-/// Interpret `block` from instruction `from`, checking the budget before each instruction.
+/// Interpret a block's instructions `insns`, checking the budget before each instruction.
 /// `None`: the block ended (or was left); keep dispatching.
-pub fn interp_block(ctx: &mut Ctx, block: &Block, from: usize) -> Option<ExitReason> {
-    for d in block.insns.get(from..).unwrap_or(&[]) {
+pub fn interp_block(ctx: &mut Ctx, insns: &[DecodedInsn]) -> Option<ExitReason> {
+    for d in insns {
         if ctx.cpu.retired >= ctx.cpu.budget_end {
             return Some(ExitReason::Budget);
         }
