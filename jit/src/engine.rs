@@ -243,7 +243,7 @@ const NO_SLOT: u32 = u32::MAX;
 /// key comparison and the validity check. (`u64::MAX` code epoch: not known; the epoch never
 /// takes it.) The TLB lookup is redone rather than the TLB's execute epoch compared, which CR3
 /// writes and evictions of other pages move: a boot took the slow path for 27% of its
-/// dispatches that way, 9% this way.
+/// dispatches that way, 5% this way.
 ///
 /// `hints` are the addresses of the entry's decoded `Block` and of its instructions (zero
 /// for a compiled block), only ever prefetched, never dereferenced (after a flush they may
