@@ -726,10 +726,8 @@ impl Lower<'_> {
             l.later_bases = later[i];
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
-                && !matches!(
-                    d.ins.mnemonic(),
-                    iced_x86::Mnemonic::Lea | iced_x86::Mnemonic::Nop
-                );
+                && d.ins.mnemonic() != iced_x86::Mnemonic::Lea
+                && !insn::is_hint_nop(d.ins.mnemonic());
             let rmw = has_mem
                 && d.ins.op0_kind() == iced_x86::OpKind::Memory
                 && d.ins.mnemonic() != iced_x86::Mnemonic::Mov;
