@@ -59,6 +59,34 @@ pub fn is_setcc(m: Mnemonic) -> bool {
     )
 }
 
+/// The instructions that execute as NOPs (the `nop` handler: nothing but the LOCK check): 90
+/// (incl. 66 90), 0F 1F /0, PAUSE, ENDBR32/64, and the hint-NOP space 0F 18..0F 1F (reserved
+/// NOPs, prefetches, CLDEMOTE). Prefetch hints never fault. RDSSPD/Q sit in the same space and
+/// execute as NOPs while CET shadow stacks are off (our CPUID has no CET), so the destination
+/// register is left unchanged. lockstep-jit lowers the same set as NOPs.
+pub fn runs_as_nop(m: Mnemonic) -> bool {
+    matches!(
+        m,
+        Mnemonic::Nop
+            | Mnemonic::Reservednop
+            | Mnemonic::Pause
+            | Mnemonic::Endbr32
+            | Mnemonic::Endbr64
+            | Mnemonic::Prefetch
+            | Mnemonic::Prefetchnta
+            | Mnemonic::Prefetcht0
+            | Mnemonic::Prefetcht1
+            | Mnemonic::Prefetcht2
+            | Mnemonic::Prefetchw
+            | Mnemonic::Prefetchwt1
+            | Mnemonic::Prefetchit0
+            | Mnemonic::Prefetchit1
+            | Mnemonic::Cldemote
+            | Mnemonic::Rdsspd
+            | Mnemonic::Rdsspq
+    )
+}
+
 /// Handlers of this family.
 pub fn lookup(ins: &Instruction) -> Option<Handler> {
     Some(match ins.mnemonic() {
@@ -73,27 +101,7 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
         Mnemonic::Lea => lea,
         Mnemonic::Cbw | Mnemonic::Cwde | Mnemonic::Cdqe => cbw,
         Mnemonic::Cwd | Mnemonic::Cdq | Mnemonic::Cqo => cwd,
-        // 90 (incl. 66 90), 0F 1F /0, PAUSE, ENDBR32/64, and the hint-NOP space 0F 18..0F 1F
-        // (reserved NOPs, prefetches, CLDEMOTE). Prefetch hints never fault. RDSSPD/Q sit in
-        // the same space and execute as NOPs while CET shadow stacks are off (our CPUID has no
-        // CET), so the destination register is left unchanged.
-        Mnemonic::Nop
-        | Mnemonic::Reservednop
-        | Mnemonic::Pause
-        | Mnemonic::Endbr32
-        | Mnemonic::Endbr64
-        | Mnemonic::Prefetch
-        | Mnemonic::Prefetchnta
-        | Mnemonic::Prefetcht0
-        | Mnemonic::Prefetcht1
-        | Mnemonic::Prefetcht2
-        | Mnemonic::Prefetchw
-        | Mnemonic::Prefetchwt1
-        | Mnemonic::Prefetchit0
-        | Mnemonic::Prefetchit1
-        | Mnemonic::Cldemote
-        | Mnemonic::Rdsspd
-        | Mnemonic::Rdsspq => nop,
+        m if runs_as_nop(m) => nop,
         Mnemonic::Lahf => lahf,
         Mnemonic::Sahf => sahf,
         Mnemonic::Clc => clc,

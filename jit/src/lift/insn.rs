@@ -15,6 +15,7 @@ use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::mmu::is_canonical;
 use lockstep_interp::operand::{gpr_ref, mask, op_size};
+use lockstep_interp::ops::mov::runs_as_nop;
 use lockstep_interp::ops::mov::{is_cmovcc, is_setcc};
 use lockstep_interp::state::flags::{CF, OF, STATUS};
 use lockstep_interp::state::reg;
@@ -136,24 +137,6 @@ enum Kind {
 }
 
 /// Which lowering applies, if any.
-/// Instructions the interpreter runs as NOPs (`ops::mov`'s `nop` handler) that compiled code
-/// lowers as NOPs: a boot runs ~270 K PAUSEs and ~100 K PREFETCHT0s, each a trampoline call
-/// otherwise.
-pub fn is_hint_nop(m: Mnemonic) -> bool {
-    matches!(
-        m,
-        Mnemonic::Nop
-            | Mnemonic::Endbr64
-            | Mnemonic::Pause
-            | Mnemonic::Prefetch
-            | Mnemonic::Prefetchnta
-            | Mnemonic::Prefetcht0
-            | Mnemonic::Prefetcht1
-            | Mnemonic::Prefetcht2
-            | Mnemonic::Prefetchw
-    )
-}
-
 fn classify(ins: &Instruction) -> Option<Kind> {
     if ins.has_lock_prefix() || ins.code_size() != iced_x86::CodeSize::Code64 {
         return None;
@@ -267,8 +250,9 @@ fn classify(ins: &Instruction) -> Option<Kind> {
         }
         Mnemonic::Xchg if reg_op(ins, 0) && reg_op(ins, 1) => Kind::Xchg,
         // The interpreter's `nop` handler: NOPs, PAUSE and the prefetch hints (never fault,
-        // touch no memory); a LOCK prefix was refused above (#UD from the interpreter).
-        m if is_hint_nop(m) => Kind::Nop,
+        // touch no memory; a boot runs ~270 K PAUSEs and ~100 K PREFETCHT0s); a LOCK prefix
+        // was refused above (#UD from the interpreter).
+        m if runs_as_nop(m) => Kind::Nop,
         Mnemonic::Cwde => Kind::Cbw(4),
         Mnemonic::Cdqe => Kind::Cbw(8),
         Mnemonic::Cdq => Kind::Cwd(4),

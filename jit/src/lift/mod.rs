@@ -727,7 +727,7 @@ impl Lower<'_> {
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
                 && d.ins.mnemonic() != iced_x86::Mnemonic::Lea
-                && !insn::is_hint_nop(d.ins.mnemonic());
+                && !lockstep_interp::ops::mov::runs_as_nop(d.ins.mnemonic());
             let rmw = has_mem
                 && d.ins.op0_kind() == iced_x86::OpKind::Memory
                 && d.ins.mnemonic() != iced_x86::Mnemonic::Mov;
