@@ -246,7 +246,8 @@ pub struct Tlb {
     /// page's old bytes are logged before a store can hit its entry (see
     /// `Ctx::translate_slow`).
     step_local_writes: bool,
-    /// The last execute epoch handed to a set ([`Tlb::renew_exec_epoch`]).
+    /// The last execute epoch handed out ([`Tlb::fresh`]): epochs count up from here, so no
+    /// two of this TLB's are ever equal.
     epoch_next: u64,
     /// The PAE PDPTE registers (loaded by MOV to CR0/CR3/CR4; `None`: load at the next walk).
     pdptes: Option<[u64; 4]>,
@@ -364,6 +365,7 @@ impl Tlb {
         epoch == self.cur.exec_epoch || epoch == self.cur.exec_epoch_global
     }
 
+    /// A new execute epoch.
     fn fresh(&mut self) -> u64 {
         self.epoch_next = self.epoch_next.wrapping_add(1);
         self.epoch_next
