@@ -1058,20 +1058,20 @@ impl Lower<'_> {
             Some(r) => r,
             None => self.retired_slot().1,
         };
-        // The entry for the target.
-        let entry_of = |l: &mut Self, t: u64| {
-            l.iconst(l.chain_table + chain::slot(t) as u64 * chain::ENTRY_BYTES as u64)
+        // The set for the target.
+        let set_of = |l: &mut Self, t: u64| {
+            l.iconst(l.chain_table + chain::set_of(t) as u64 * chain::SET_BYTES as u64)
         };
-        let e = match (exit, rip) {
+        let set = match (exit, rip) {
             (Exit::Either(c, t, f), _) => {
-                let (et, ef) = (entry_of(self, t), entry_of(self, f));
-                self.b.ins().select(c, et, ef)
+                let (st, sf) = (set_of(self, t), set_of(self, f));
+                self.b.ins().select(c, st, sf)
             }
-            (_, Rip::Const(t)) => entry_of(self, t),
+            (_, Rip::Const(t)) => set_of(self, t),
             (_, Rip::Dyn(v)) => {
                 let h = self.b.ins().imul_imm_s(v, chain::HASH_MUL as i64);
                 let idx = self.b.ins().ushr_imm_s(h, chain::HASH_SHIFT as i64);
-                let off = self.b.ins().imul_imm_s(idx, chain::ENTRY_BYTES);
+                let off = self.b.ins().imul_imm_s(idx, chain::SET_BYTES);
                 let base = self.iconst(self.chain_table);
                 self.b.ins().iadd(base, off)
             }
@@ -1079,6 +1079,11 @@ impl Lower<'_> {
         let f = self.frame;
         let ld =
             |l: &mut Self, base: Value, off: i32| l.b.ins().load(types::I64, host_mem(), base, off);
+        // The entry: way 0 if it holds the target, else way 1 (compared below like any).
+        let w0 = ld(self, set, chain::OFF_RIP);
+        let in_w0 = self.b.ins().icmp(IntCC::Equal, w0, target);
+        let w1 = self.b.ins().iadd_imm_s(set, chain::ENTRY_BYTES);
+        let e = self.b.ins().select(in_w0, set, w1);
         // Two branches (a compare and a jump each), not the two compares' AND (which
         // Cranelift at `opt_level=none` materialises with SETcc).
         let e_rip = ld(self, e, chain::OFF_RIP);
