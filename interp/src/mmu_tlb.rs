@@ -10,7 +10,7 @@ mod tests;
 
 /// Entries per table (a power of two; lockstep-jit probes `vpn & (TLB_ENTRIES - 1)` inline).
 /// Chosen by measurement, see docs/paging.md.
-pub const TLB_ENTRIES: usize = 2048;
+pub const TLB_ENTRIES: usize = 8192;
 
 /// Words of an occupancy bitmap.
 const WORDS: usize = TLB_ENTRIES / 64;
@@ -135,6 +135,23 @@ impl Table {
     }
 
     /// Drop every entry (visits only the filled ones).
+    /// Make this table equal to `src`, visiting only the slots filled in either (an empty
+    /// slot holds [`EMPTY`] in both; `meta` matters only for filled ones): what `--verify`
+    /// copies after each block stays proportional to the entries in use, not the table size.
+    fn copy_from(&mut self, src: &Table) {
+        let mut either = [0u64; WORDS];
+        for (e, (d, s)) in either.iter_mut().zip(self.occ.iter().zip(&src.occ)) {
+            *e = d | s;
+        }
+        for_each_set(&either, |i| {
+            self.entries[i] = src.entries[i];
+            self.meta[i] = src.meta[i];
+        });
+        self.occ = src.occ;
+        self.large = src.large;
+        self.global = src.global;
+    }
+
     fn clear_all(&mut self) {
         let occ = self.occ;
         for_each_set(&occ, |s| self.entries[s] = EMPTY);
@@ -598,11 +615,7 @@ impl Tlb {
             .zip(src.cur.tables.iter())
             .chain(self.other.tables.iter_mut().zip(src.other.tables.iter()));
         for (d, s) in pairs {
-            d.entries = s.entries;
-            d.meta = s.meta;
-            d.occ = s.occ;
-            d.large = s.large;
-            d.global = s.global;
+            d.copy_from(s);
         }
         self.user = src.user;
         self.has_large = src.has_large;

@@ -371,6 +371,56 @@ fn version_moves_with_every_change_and_copy_from_restores_in_place() {
     assert_eq!(a.pdptes(), snap.pdptes());
 }
 
+/// `copy_from` visits only filled slots: over random pairs of TLBs (each with its own fills
+/// and flushes), the copy equals the source slot for slot, bitmaps included, and goes on
+/// behaving like it.
+#[test]
+fn copy_from_random_tlbs_gives_the_source_slot_for_slot() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let n = TLB_ENTRIES as u64;
+    let fill = |tlb: &mut Tlb, rng: &mut Rng, steps: usize| {
+        for _ in 0..steps {
+            let lin = (rng.below(3 * n) << 12) | rng.below(0x1000);
+            match rng.below(20) {
+                0 => tlb.flush_non_global(),
+                1 => tlb.invalidate_page(lin),
+                2 => tlb.set_user(rng.below(2) == 0),
+                _ => {
+                    let a = KINDS[rng.below(3) as usize];
+                    let bits = if rng.below(8) == 0 { 21 } else { 12 };
+                    tlb.insert_translation(
+                        lin,
+                        a,
+                        &t(rng.below(64) << 12, rng.below(4) == 0, bits),
+                    );
+                }
+            }
+        }
+    };
+    for round in 0..12 {
+        let (mut src, mut dst) = (Tlb::default(), Tlb::default());
+        fill(&mut src, &mut rng, 300 + 400 * round);
+        fill(&mut dst, &mut rng, 3000 - 200 * round);
+        dst.copy_from(&src);
+        dst.check_bitmaps();
+        for user in [false, true] {
+            for k in KINDS {
+                assert_eq!(dst.dump(user, k), src.dump(user, k), "round {round}");
+            }
+        }
+        assert_eq!(dst.filled(), src.filled());
+        // The same operations afterwards keep them equal.
+        let mut r2 = Rng(rng.0);
+        fill(&mut src, &mut rng, 500);
+        fill(&mut dst, &mut r2, 500);
+        for user in [false, true] {
+            for k in KINDS {
+                assert_eq!(dst.dump(user, k), src.dump(user, k), "round {round}, after");
+            }
+        }
+    }
+}
+
 /// The execute-lookup shortcut ([`Tlb::exec_hit_epoch`] / [`Tlb::exec_epoch_holds`]) over
 /// random operation sequences: whenever it says a remembered lookup still holds, the lookup
 /// gives exactly what it gave then (and it is seen holding, not merely safe).
