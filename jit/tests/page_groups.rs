@@ -9,7 +9,7 @@ mod common;
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit_sys::SysMachine;
-use lockstep_interp::{ExitReason, Fault};
+use lockstep_interp::{Engine, ExitReason, Fault};
 
 /// Page tables (`common::paging`: PDPT, PD and the 4 KiB page table for the first 2 MiB
 /// follow); the page table's address.
@@ -19,11 +19,11 @@ const CODE: u64 = 0x10_0000;
 const STACK: u64 = 0x30_0000;
 /// A data page whose neighbours below and above are not mapped.
 const D: u64 = 0x15_0000;
-/// A data page, the page its PTE is switched to, and a page in the same TLB slot (2048
-/// pages = 8 MiB higher, in a 2 MiB page).
+/// A data page, the page its PTE is switched to, and a page in the same TLB slot
+/// (`TLB_ENTRIES` pages higher, in a 2 MiB page).
 const P: u64 = 0x16_0000;
 const ALT: u64 = 0x17_0000;
-const Q: u64 = P + (2048 << 12);
+const Q: u64 = P + ((lockstep_interp::mmu::TLB_ENTRIES as u64) << 12);
 
 fn assemble(f: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>) -> Vec<u8> {
     let mut a = CodeAssembler::new(64).unwrap();
@@ -136,6 +136,52 @@ fn members_leaving_the_page_downwards_fault_like_the_interpreter() {
         );
         assert_eq!(page_fault_at(e), D - 1);
     }
+}
+
+#[test]
+fn far_members_outside_the_page_probe_the_tlb_or_fault_like_the_interpreter() {
+    // A group's first access at +0x60 and members 0x828 and 0xfa0 bytes on (far: see
+    // `group::PROBE_DELTA`), through a base near the end of a page, so the members land in
+    // the next page: mapped (they probe the TLB and stay in compiled code), then, as RBX
+    // walks up through D, unmapped (a fault, like the interpreter's).
+    let code = assemble(|a| {
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(rax, qword_ptr(rbx + 0x60))?;
+        a.mov(rcx, qword_ptr(rbx + 0x888))?;
+        a.mov(qword_ptr(rbx + 0x1000), rdx)?;
+        a.add(rdx, rcx)?;
+        a.add(rdx, rax)?;
+        a.add(rbx, 8)?;
+        a.jmp(top)
+    });
+    for slice in [1000, 7] {
+        let e = run(
+            &code,
+            &|m| {
+                m.cpu.state.gpr[reg::RBX] = D - 0x3000 + 0x900;
+                m.cpu.state.gpr[reg::RDX] = 0x0102_0304_0506_0708;
+            },
+            slice,
+        );
+        // The first to leave mapped memory: the store at +0x1000 into the page below D.
+        assert_eq!(page_fault_at(e), D - 0x1000);
+    }
+    // In mapped memory, the members in the next page probe the TLB in compiled code: only a
+    // TLB miss leaves the block (the store at +0x1000 is the first to touch each new page,
+    // one per 512 iterations), not every iteration's far member (2,800 of them).
+    let mut m = machine(&code, &|m| {
+        m.cpu.state.gpr[reg::RBX] = 0x20_0900;
+    });
+    let mut jit = lockstep_jit::Jit::new(lockstep_jit::JitConfig {
+        threshold: 2,
+        batch: 1,
+        ..Default::default()
+    });
+    let exit = jit.run(&mut m.cpu, &mut m.ram, &mut m.bus, 20_000);
+    assert_eq!(exit.reason, ExitReason::Budget);
+    assert!(jit.stats.compiled > 0, "{}", jit.stats.summary());
+    assert!(jit.stats.accesses_deferred < 20, "{}", jit.stats.summary());
 }
 
 #[test]

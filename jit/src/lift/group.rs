@@ -7,7 +7,8 @@
 //! bytes away, is in the same page exactly when `offset + delta` stays within the page, and
 //! then its host address is the recorded one plus `delta`: one add, one compare, no table
 //! load. Otherwise (another page, or a recorded offset that is not valid) it leaves the
-//! block like any access that misses its fast path (see `super::mem`).
+//! block like any access that misses its fast path (see `super::mem`) — or, at least
+//! [`PROBE_DELTA`] bytes away, probes the TLB first in a cold block.
 //!
 //! Why a hit stays a hit: between two accesses of a group nothing on the main path fills or
 //! drops TLB entries. A memory access that misses never continues on the main path (it
@@ -41,6 +42,10 @@ pub const INVALID: i64 = 1 << 20;
 
 /// Largest displacement difference served by a group (farther is never in the same page).
 const MAX_DELTA: i64 = 4095;
+
+/// A member at least this far from its group's first access probes the TLB itself when it
+/// is outside the recorded page, instead of leaving the block (see `Lower::fast_path`).
+pub const PROBE_DELTA: i64 = 512;
 
 /// Groups kept per block and table: an older one is forgotten for a new one.
 const MAX_GROUPS: usize = 4;

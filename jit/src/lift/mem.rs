@@ -3,7 +3,7 @@
 //! (misses, page crossings, MMIO, code pages, faults) leaves the block before the
 //! instruction, for the interpreter.
 
-use super::group::{AddrKey, Role};
+use super::group::{self, AddrKey, Role};
 use super::{guest_mem, host_mem, Lower};
 use crate::frame::{seg_base_off, Frame};
 use crate::helpers::MEM_DEFER;
@@ -448,8 +448,32 @@ impl Lower<'_> {
     fn fast_path(&mut self, table: Value, lin: Value, size: u8, role: Role) -> Value {
         if let Role::Member(i, delta) = role {
             let ok = self.group_member(i, delta, size);
-            self.fast_or_defer(ok);
-            return self.group_host(i, delta);
+            if delta.abs() < group::PROBE_DELTA {
+                self.fast_or_defer(ok);
+                return self.group_host(i, delta);
+            }
+            // Far from the group's first access: outside its page often enough (always, for
+            // some sites: a global structure straddling a page boundary) that a cold probe
+            // of the TLB beats leaving the block.
+            let inpage = self.b.create_block();
+            let probe = self.b.create_block();
+            let join = self.b.create_block();
+            let host = self.b.append_block_param(join, types::I64);
+            self.b.set_cold_block(probe);
+            self.b.ins().brif(ok, inpage, &[], probe, &[]);
+            self.b.seal_block(inpage);
+            self.b.seal_block(probe);
+            self.b.switch_to_block(inpage);
+            let h = self.group_host(i, delta);
+            self.b.ins().jump(join, &[h.into()]);
+            self.b.switch_to_block(probe);
+            let (hit, entry) = self.tlb_probe(table, lin, size);
+            self.fast_or_defer(hit);
+            let h = self.host_addr(entry, lin);
+            self.b.ins().jump(join, &[h.into()]);
+            self.b.seal_block(join);
+            self.b.switch_to_block(join);
+            return host;
         }
         let (ok, entry) = self.tlb_probe(table, lin, size);
         self.fast_or_defer(ok);
