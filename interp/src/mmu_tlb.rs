@@ -134,7 +134,6 @@ impl Table {
         self.global[w] &= !b;
     }
 
-    /// Drop every entry (visits only the filled ones).
     /// Make this table equal to `src`, visiting only the slots filled in either (an empty
     /// slot holds [`EMPTY`] in both; `meta` matters only for filled ones): what `--verify`
     /// copies after each block stays proportional to the entries in use, not the table size.
@@ -152,6 +151,7 @@ impl Table {
         self.global = src.global;
     }
 
+    /// Drop every entry (visits only the filled ones).
     fn clear_all(&mut self) {
         let occ = self.occ;
         for_each_set(&occ, |s| self.entries[s] = EMPTY);
