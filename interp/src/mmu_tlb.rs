@@ -59,7 +59,8 @@ const META_SIZE: u8 = 0x1f;
 /// filled (`tag != u64::MAX`); bit `s` of `large` exactly when it is filled and came from a
 /// page larger than 4 KiB; bit `s` of `global` exactly when it is filled from a global page
 /// (so a CR3 write visits only the non-global entries). `meta[s]` is meaningful only for
-/// filled entries.
+/// filled entries. `filled` counts the bits of `occ`, so that an empty table is seen as such
+/// without scanning the bitmap (what `--verify` asks of the write tables for every block).
 #[derive(Clone)]
 struct Table {
     entries: [TlbEntry; TLB_ENTRIES],
@@ -67,6 +68,7 @@ struct Table {
     occ: [u64; WORDS],
     large: [u64; WORDS],
     global: [u64; WORDS],
+    filled: u32,
 }
 
 /// Word index and bit of slot `s` in a bitmap.
@@ -96,6 +98,7 @@ impl Table {
             occ: [0; WORDS],
             large: [0; WORDS],
             global: [0; WORDS],
+            filled: 0,
         })
     }
 
@@ -103,6 +106,9 @@ impl Table {
         let (w, b) = bit(s);
         self.entries[s] = e;
         self.meta[s] = meta;
+        if self.occ[w] & b == 0 {
+            self.filled += 1;
+        }
         self.occ[w] |= b;
         if meta & META_SIZE != 0 {
             self.large[w] |= b;
@@ -129,6 +135,9 @@ impl Table {
     fn clear(&mut self, s: usize) {
         let (w, b) = bit(s);
         self.entries[s] = EMPTY;
+        if self.occ[w] & b != 0 {
+            self.filled -= 1;
+        }
         self.occ[w] &= !b;
         self.large[w] &= !b;
         self.global[w] &= !b;
@@ -138,6 +147,9 @@ impl Table {
     /// slot holds [`EMPTY`] in both; `meta` matters only for filled ones): what `--verify`
     /// copies after each block stays proportional to the entries in use, not the table size.
     fn copy_from(&mut self, src: &Table) {
+        if self.filled == 0 && src.filled == 0 {
+            return;
+        }
         let mut either = [0u64; WORDS];
         for (e, (d, s)) in either.iter_mut().zip(self.occ.iter().zip(&src.occ)) {
             *e = d | s;
@@ -149,10 +161,15 @@ impl Table {
         self.occ = src.occ;
         self.large = src.large;
         self.global = src.global;
+        self.filled = src.filled;
     }
 
     /// Drop every entry (visits only the filled ones).
     fn clear_all(&mut self) {
+        if self.filled == 0 {
+            return;
+        }
+        self.filled = 0;
         let occ = self.occ;
         for_each_set(&occ, |s| self.entries[s] = EMPTY);
         self.occ = [0; WORDS];
@@ -162,9 +179,13 @@ impl Table {
 
     /// Drop every non-global entry (visits only those).
     fn clear_non_global(&mut self) {
+        if self.filled == 0 {
+            return;
+        }
         let mut local = [0u64; WORDS];
         for (l, (o, g)) in local.iter_mut().zip(self.occ.iter().zip(&self.global)) {
             *l = o & !g;
+            self.filled -= l.count_ones();
         }
         for_each_set(&local, |s| self.entries[s] = EMPTY);
         for (o, l) in self.occ.iter_mut().zip(&local) {
@@ -498,8 +519,11 @@ impl Tlb {
         let mut out = Vec::new();
         for (user, set) in [(self.user, &self.cur), (!self.user, &self.other)] {
             let t = &set.tables[w];
-            if t.occ.iter().map(|x| x.count_ones() as usize).sum::<usize>() + out.len() > max {
+            if t.filled as usize + out.len() > max {
                 return None;
+            }
+            if t.filled == 0 {
+                continue;
             }
             for_each_set(&t.occ, |s| {
                 out.push(WriteEntry {

@@ -67,6 +67,8 @@ impl Tlb {
                         assert_eq!(tb.entries[s], EMPTY, "cleared slot {s}");
                     }
                 }
+                let bits: u32 = tb.occ.iter().map(|w| w.count_ones()).sum();
+                assert_eq!(tb.filled, bits, "filled count");
             }
         }
     }
