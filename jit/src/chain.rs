@@ -81,10 +81,17 @@ pub const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Shift that keeps the top bits of the product as the set index.
 pub const HASH_SHIFT: u32 = 64 - SETS.trailing_zeros();
 
+/// The top `bits` bits of `rip`'s Fibonacci hash: the chain table's set index (`bits` =
+/// `log2(SETS)`) and the dispatcher's front slot (its own width).
+#[inline]
+pub fn rip_hash(rip: u64, bits: u32) -> usize {
+    (rip.wrapping_mul(HASH_MUL) >> (64 - bits)) as usize
+}
+
 /// Set of `rip` (compiled code computes the same for dynamic targets).
 #[inline]
 pub fn set_of(rip: u64) -> usize {
-    (rip.wrapping_mul(HASH_MUL) >> HASH_SHIFT) as usize
+    rip_hash(rip, SETS.trailing_zeros())
 }
 
 /// One set: a cache line (`#[repr(C)]`, aligned, so compiled code finds way 1 at

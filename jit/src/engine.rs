@@ -225,12 +225,11 @@ enum Tier {
 
 const FRONT_ENTRIES: usize = 1 << 14;
 
-/// The front slot of `rip` (Fibonacci hashing, as the chain table's, but with the front
-/// table's own width: the chain table's index masked to the front's size would leave half of
-/// a larger front unused).
+/// The front slot of `rip` (the chain table's hash, at the front table's own width: the chain
+/// table's index masked to the front's size would leave part of a larger front unused).
 #[inline]
 fn front_slot(rip: u64) -> usize {
-    (rip.wrapping_mul(crate::chain::HASH_MUL) >> (64 - FRONT_ENTRIES.trailing_zeros())) as usize
+    crate::chain::rip_hash(rip, FRONT_ENTRIES.trailing_zeros())
 }
 
 /// [`Front::next`] when no dispatch has followed yet.

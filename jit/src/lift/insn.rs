@@ -15,8 +15,7 @@ use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::mmu::is_canonical;
 use lockstep_interp::operand::{gpr_ref, mask, op_size};
-use lockstep_interp::ops::mov::runs_as_nop;
-use lockstep_interp::ops::mov::{is_cmovcc, is_setcc};
+use lockstep_interp::ops::mov::{is_cmovcc, is_setcc, runs_as_nop};
 use lockstep_interp::state::flags::{CF, OF, STATUS};
 use lockstep_interp::state::reg;
 

@@ -467,21 +467,25 @@ impl Lower<'_> {
             let h = self.group_host(i, delta);
             self.b.ins().jump(join, &[h.into()]);
             self.b.switch_to_block(probe);
-            let (hit, entry) = self.tlb_probe(table, lin, size);
-            self.fast_or_defer(hit);
-            let h = self.host_addr(entry, lin);
+            let h = self.probe_or_defer(table, lin, size);
             self.b.ins().jump(join, &[h.into()]);
             self.b.seal_block(join);
             self.b.switch_to_block(join);
             return host;
         }
-        let (ok, entry) = self.tlb_probe(table, lin, size);
-        self.fast_or_defer(ok);
-        let host = self.host_addr(entry, lin);
+        let host = self.probe_or_defer(table, lin, size);
         if let Role::First(i) = role {
             self.group_record(i, lin, host);
         }
         host
+    }
+
+    /// Probe the TLB for `lin`: the host address on a hit (made current), else leave the block
+    /// ([`Lower::fast_or_defer`]).
+    fn probe_or_defer(&mut self, table: Value, lin: Value, size: u8) -> Value {
+        let (ok, entry) = self.tlb_probe(table, lin, size);
+        self.fast_or_defer(ok);
+        self.host_addr(entry, lin)
     }
 
     /// Branch on `ok` to a new fast block (made current) or a cold exit that leaves the
