@@ -3,7 +3,8 @@
 //!
 //! An entry is written by the dispatcher each time it runs a compiled block. A block exit
 //! with a known target (direct branches and fall-through: the set's address is a compile-time
-//! constant; RET and near indirect JMP/CALL: hashed at run time) takes the set's first way
+//! constant; RET and near indirect JMP/CALL: hashed at run time) tail-calls the module's hop
+//! stub (`lift::hop`) with the target and its set; the stub takes the set's first way
 //! when its RIP is the target, else the second, and jumps to that entry's function when the
 //! entry's RIP is the target, no yield is pending, and the remaining budget covers the target
 //! block's whole length; otherwise it returns to the dispatcher.

@@ -113,6 +113,8 @@ pub struct HelperAddrs {
     pub fold: u64,
     /// Raise goes through its adapter.
     pub adapted: bool,
+    /// The module's hop stub (`lift::hop`), which chained exits tail-call.
+    pub hop: u64,
 }
 
 /// Calls from compiled code to the raise helper go through an adapter of Cranelift's
@@ -180,6 +182,7 @@ fn make_adapters(
         raise: module.get_finalized_function(id) as u64,
         fold: crate::helpers::fold_flags as *const () as u64,
         adapted: true,
+        hop: 0,
     }
 }
 
@@ -189,7 +192,21 @@ fn direct_helpers() -> HelperAddrs {
         raise: crate::helpers::raise as *const () as u64,
         fold: crate::helpers::fold_flags as *const () as u64,
         adapted: false,
+        hop: 0,
     }
+}
+
+/// Define and finalise the hop stub (`lift::hop`) in `module`; its address.
+fn make_hop(
+    module: &mut JITModule,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+) -> u64 {
+    let id = define_small(module, ctx, fctx, "hop", lift::hop::hop_signature(), |b, p| {
+        lift::hop::emit_hop(b, p)
+    });
+    module.finalize_definitions().expect("finalise hop");
+    module.get_finalized_function(id) as u64
 }
 
 /// Define and finalise `enter` in `module`.
@@ -235,11 +252,12 @@ impl Compiler {
         let mut fctx = FunctionBuilderContext::new();
         let enter = make_enter(&mut module, &mut ctx, &mut fctx);
         let adapters = use_adapters();
-        let helpers = if adapters {
+        let mut helpers = if adapters {
             make_adapters(&mut module, &mut ctx, &mut fctx)
         } else {
             direct_helpers()
         };
+        helpers.hop = make_hop(&mut module, &mut ctx, &mut fctx);
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
             let s = &mut helper_sigs[HELPER_RAISE];
@@ -320,6 +338,7 @@ impl Compiler {
                 raise: b.import_signature(hs[HELPER_RAISE].clone()),
                 fold: b.import_signature(hs[HELPER_FOLD].clone()),
                 block: b.import_signature(bsig.clone()),
+                hop: b.import_signature(lift::hop::hop_signature()),
                 addrs,
             },
         );
@@ -449,6 +468,7 @@ impl Compiler {
         if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
+        self.helpers.hop = make_hop(&mut module, &mut self.ctx, &mut self.fctx);
         self.module = Some(module);
         self.in_module = 0;
     }

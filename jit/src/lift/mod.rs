@@ -12,6 +12,7 @@ mod avx_int;
 mod bit;
 pub(crate) mod flags;
 mod group;
+pub mod hop;
 mod insn;
 mod mem;
 mod muldiv;
@@ -52,6 +53,8 @@ pub struct HelperSigs {
     pub fold: SigRef,
     /// A compiled block (`tail` convention), for chained jumps.
     pub block: SigRef,
+    /// The hop stub (`hop::hop_signature`).
+    pub hop: SigRef,
     /// Where to call the raise and fold helpers (with the signatures above).
     pub addrs: crate::compiler::HelperAddrs,
 }
@@ -1005,7 +1008,8 @@ impl Lower<'_> {
 
     /// A normal block exit to `exit` (in the current block): write everything back, then jump
     /// to the compiled block for the target if the chain table has a valid one whose length
-    /// fits in the budget (see `crate::chain`), else store RIP and return [`ret::DISPATCH`].
+    /// fits in the budget (see `crate::chain`), else store RIP and return [`ret::DISPATCH`]:
+    /// the lookup is the hop stub's (`hop`), which the exit tail-calls.
     fn emit_chain_exit(&mut self, exit: impl Into<Exit>) {
         let exit = exit.into();
         use crate::chain;
@@ -1076,50 +1080,16 @@ impl Lower<'_> {
                 self.b.ins().iadd(base, off)
             }
         };
-        let f = self.frame;
-        let ld =
-            |l: &mut Self, base: Value, off: i32| l.b.ins().load(types::I64, host_mem(), base, off);
-        // The entry: way 0 if it holds the target, else way 1 (compared below like any).
-        let w0 = ld(self, set, chain::OFF_RIP);
-        let in_w0 = self.b.ins().icmp(IntCC::Equal, w0, target);
-        let w1 = self.b.ins().iadd_imm_s(set, chain::ENTRY_BYTES);
-        let e = self.b.ins().select(in_w0, set, w1);
-        // Two branches (a compare and a jump each), not the two compares' AND (which
-        // Cranelift at `opt_level=none` materialises with SETcc).
-        let e_rip = ld(self, e, chain::OFF_RIP);
-        let ok = self.b.ins().icmp(IntCC::Equal, e_rip, target);
-        let fits = self.b.create_block();
-        let hop = self.b.create_block();
-        let back = self.b.create_block();
-        self.b.ins().brif(ok, fits, &[], back, &[]);
-        self.b.seal_block(fits);
-        self.b.switch_to_block(fits);
-        let len = ld(self, e, chain::OFF_LEN);
-        let end = self.b.ins().iadd(r, len);
-        let lim = ld(self, f, Frame::OFF_CHAIN_END);
-        let c = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
-        self.b.ins().brif(c, hop, &[], back, &[]);
-        self.b.seal_block(hop);
-        self.b.seal_block(back);
-        self.b.switch_to_block(hop);
+        // The lookup and the jump: in the module's hop stub (see `hop`).
         let entered = match self.skip_target_check(exit, rip) {
             Some(v) => v,
             None => self.iconst(0),
         };
-        let n = ld(self, f, Frame::OFF_CHAINS);
-        let n = self.b.ins().iadd_imm_s(n, 1);
-        self.b.ins().store(host_mem(), n, f, Frame::OFF_CHAINS);
-        let func = ld(self, e, chain::OFF_FUNC);
-        let st = self.state;
+        let stub = self.iconst(self.sigs.addrs.hop);
+        let (st, f) = (self.state, self.frame);
         self.b
             .ins()
-            .return_call_indirect(self.sigs.block, func, &[st, f, entered]);
-        self.b.switch_to_block(back);
-        // RIP only on the way back: the target of a chained jump knows its own (its entry
-        // check stores it when it sends the jump back).
-        self.b.ins().store(host_mem(), target, self.state, OFF_RIP);
-        let code = self.b.ins().iconst(types::I32, ret::DISPATCH as i64);
-        self.b.ins().return_(&[code]);
+            .return_call_indirect(self.sigs.hop, stub, &[st, f, entered, target, set, r]);
     }
 
     /// On the way to a chained jump: when the target is on the virtual page this function's
