@@ -3,7 +3,7 @@
 //!
 //! Blocks use Cranelift's `tail` calling convention so that one block can jump to the next
 //! with `return_call_indirect` (chaining); Rust enters them through `enter`, a small function
-//! of the C convention compiled into each module that calls a block and returns its status.
+//! of the C convention compiled into each module that calls a block and returns its exit word.
 
 use crate::frame::Frame;
 use crate::lift::{self, HelperSigs, LowerStats, HELPER_EXEC, HELPER_FOLD, HELPER_RAISE};
@@ -18,13 +18,13 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleRel
 use lockstep_interp::decode::Block;
 use lockstep_interp::CpuState;
 
-/// A compiled block's entry address: a `tail`-convention function `(state, frame) -> status`
+/// A compiled block's entry address: a `tail`-convention function `(state, frame, entered) -> exit word`
 /// (see [`crate::frame::ret`]); call it through [`Compiler::enter`].
 pub type BlockFn = *const u8;
 
-/// The C-convention entry: `enter(state, frame, block, check) -> status`, `check` being the
+/// The C-convention entry: `enter(state, frame, block, check) -> exit word`, `check` being the
 /// block's check word (`chain::block_check`: the dispatcher has just made its entry check).
-pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn, u64) -> u32;
+pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn, u64) -> u64;
 
 /// A block defined in the module (callable once finalised).
 pub struct Compiled {
@@ -197,14 +197,15 @@ fn direct_helpers() -> HelperAddrs {
 }
 
 /// Define and finalise the hop stub (`lift::hop`) in `module`; its address.
-fn make_hop(
-    module: &mut JITModule,
-    ctx: &mut Context,
-    fctx: &mut FunctionBuilderContext,
-) -> u64 {
-    let id = define_small(module, ctx, fctx, "hop", lift::hop::hop_signature(), |b, p| {
-        lift::hop::emit_hop(b, p)
-    });
+fn make_hop(module: &mut JITModule, ctx: &mut Context, fctx: &mut FunctionBuilderContext) -> u64 {
+    let id = define_small(
+        module,
+        ctx,
+        fctx,
+        "hop",
+        lift::hop::hop_signature(),
+        |b, p| lift::hop::emit_hop(b, p),
+    );
     module.finalize_definitions().expect("finalise hop");
     module.get_finalized_function(id) as u64
 }
@@ -220,7 +221,7 @@ fn make_enter(
     for _ in 0..4 {
         sig.params.push(AbiParam::new(types::I64));
     }
-    sig.returns.push(AbiParam::new(types::I32));
+    sig.returns.push(AbiParam::new(types::I64));
     let id = define_small(module, ctx, fctx, "enter", sig, |b, p| {
         let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
         // The dispatcher has just made the entry check: `entered` is the block's check word.

@@ -726,7 +726,8 @@ impl Jit {
                 // cleared with the module); the frame's pointers come from `ctx`, which
                 // outlives the call and is not touched by Rust code while the block runs (only
                 // through the frame, by the helpers).
-                let code = unsafe { enter(frame.state, &mut frame, f, e.check) };
+                let word = unsafe { enter(frame.state, &mut frame, f, e.check) };
+                ret::apply(word, &mut ctx.cpu.state.rip, &mut ctx.cpu.retired);
                 // Compiled code may leave the status flags as a record (see
                 // `lift::flags::Lower::handover_record`): RFLAGS is whole from here on.
                 if frame.fl_code != 0 {
@@ -750,10 +751,11 @@ impl Jit {
                         *x ^= 1;
                     }
                 }
-                let stop = if code == ret::STOP && frame.deferred == crate::helpers::MEM_DEFER {
+                let status = word & ret::STATUS;
+                let stop = if status == ret::STOP && word & ret::DEFER != 0 {
                     self.stats.accesses_deferred += 1;
                     interp_deferred(ctx)
-                } else if code == ret::STOP {
+                } else if status == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
                 } else {
                     None

@@ -5,14 +5,49 @@ use core::mem::offset_of;
 use lockstep_interp::mmu::Access;
 use lockstep_interp::{CpuState, Ctx, ExitReason};
 
-/// What a compiled block (and the instruction trampoline) returns.
+/// What a compiled block returns, its *exit word*, and what the instruction trampoline returns
+/// (a bare status).
+///
+/// Bits 0–3 are the status ([`ret::STOP`], [`ret::DISPATCH`]; the trampoline also returns
+/// [`ret::NEXT`]). Bit 4, [`ret::DEFER`] (with `STOP`): the block left before an instruction
+/// whose memory access missed its inline fast path, and the dispatcher interprets from there.
+/// Bit 5, [`ret::PACKED`]: the exit did not store RIP and did not add its block's retired
+/// instructions to `cpu.retired`; the word carries both — bits 8–15 the instructions to add,
+/// bits 16–63 RIP (sign-extended from bit 47) — and the dispatcher applies them
+/// ([`ret::apply`]). A cold exit with a constant RIP is then one constant and a return instead of
+/// up to ten IR instructions of stores (docs/jit.md, "Exits").
 pub mod ret {
     /// Trampoline only: the instruction completed, continue with the next one in the block.
-    pub const NEXT: u32 = 0;
-    /// Stop the engine: the reason is in [`super::Frame::exit`]. RIP and `retired` are exact.
-    pub const STOP: u32 = 1;
-    /// The block ended (or was left early); RIP and `retired` are exact, keep dispatching.
-    pub const DISPATCH: u32 = 2;
+    pub const NEXT: u64 = 0;
+    /// Stop the engine: the reason is in [`super::Frame::exit`], or, with [`DEFER`], the
+    /// interpreter runs the instruction at RIP. RIP and `retired` are exact (after
+    /// [`apply`]).
+    pub const STOP: u64 = 1;
+    /// The block ended (or was left early); RIP and `retired` are exact (after [`apply`]),
+    /// keep dispatching.
+    pub const DISPATCH: u64 = 2;
+    /// The status bits of an exit word.
+    pub const STATUS: u64 = 0xf;
+    pub const DEFER: u64 = 1 << 4;
+    pub const PACKED: u64 = 1 << 5;
+    const K_SHIFT: u32 = 8;
+    const RIP_SHIFT: u32 = 16;
+
+    /// The exit word for `status` (with [`DEFER`] or not) that sets RIP to `rip` and adds `k`
+    /// to `cpu.retired`; `None` when they do not fit (a non-canonical RIP, `k` ≥ 256).
+    pub fn pack(status: u64, rip: u64, k: u64) -> Option<u64> {
+        let canonical = ((rip << RIP_SHIFT) as i64 >> RIP_SHIFT) as u64 == rip;
+        (canonical && k < 256).then_some(status | PACKED | k << K_SHIFT | rip << RIP_SHIFT)
+    }
+
+    /// Apply what a packed exit word carries to `rip` and `retired` (nothing for a word
+    /// without [`PACKED`]).
+    pub fn apply(word: u64, rip: &mut u64, retired: &mut u64) {
+        if word & PACKED != 0 {
+            *rip = (word as i64 >> RIP_SHIFT) as u64;
+            *retired += (word >> K_SHIFT) & 0xff;
+        }
+    }
 }
 
 /// Shared between the dispatcher, compiled code and the helpers. Compiled code reads the
@@ -32,9 +67,6 @@ pub struct Frame {
     /// `cpu.budget_end`: compiled code compares it after instructions that may retire more
     /// than one (REP strings).
     pub budget_end: u64,
-    /// `helpers::MEM_DEFER` when compiled code left before an instruction whose memory access
-    /// missed its inline fast path (the dispatcher interprets from there); 0 otherwise.
-    pub deferred: u64,
     /// Chaining (see `crate::chain`): the current execute-TLB table (re-read by every helper,
     /// since helpers are the only code that can swap the TLB's privilege sets), the RAM's code
     /// words (`GuestRam::code_table`), the `retired` value no chained block may go past
@@ -55,7 +87,7 @@ pub struct Frame {
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
     /// `Verify` lowers it so that one dispatch stays short).
     pub region_end: u64,
-    /// Why the block stopped the engine (with [`ret::STOP`]).
+    /// Why the block stopped the engine (with [`ret::STOP`] without [`ret::DEFER`]).
     pub exit: Option<ExitReason>,
 }
 
@@ -64,7 +96,6 @@ impl Frame {
     pub const OFF_TLB_READ: i32 = offset_of!(Frame, tlb_read) as i32;
     pub const OFF_TLB_WRITE: i32 = offset_of!(Frame, tlb_write) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
-    pub const OFF_DEFERRED: i32 = offset_of!(Frame, deferred) as i32;
     pub const OFF_TLB_EXEC: i32 = offset_of!(Frame, tlb_exec) as i32;
     pub const OFF_CODE_TABLE: i32 = offset_of!(Frame, code_table) as i32;
     pub const OFF_FL_CODE: i32 = offset_of!(Frame, fl_code) as i32;
@@ -86,7 +117,6 @@ impl Frame {
             tlb_read: core::ptr::null(),
             tlb_write: core::ptr::null(),
             budget_end: 0,
-            deferred: 0,
             tlb_exec: core::ptr::null(),
             code_table: core::ptr::null(),
             fl_code: 0,
@@ -140,4 +170,38 @@ pub fn seg_base_off(i: usize) -> i32 {
     (offset_of!(CpuState, seg)
         + i * core::mem::size_of::<lockstep_interp::state::Segment>()
         + offset_of!(lockstep_interp::state::Segment, base)) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ret;
+
+    #[test]
+    fn packed_exit_words_give_back_rip_and_count() {
+        for (rip, k) in [
+            (0x40_1000u64, 0u64),
+            (0xffff_ffff_8100_0000, 63),
+            (0x7fff_ffff_ffff, 255),
+            (0xffff_8000_0000_0000, 1),
+        ] {
+            for status in [ret::STOP, ret::DISPATCH, ret::STOP | ret::DEFER] {
+                let w = ret::pack(status, rip, k).expect("fits");
+                assert_eq!(w & ret::STATUS, status & ret::STATUS);
+                assert_eq!(w & ret::DEFER, status & ret::DEFER);
+                let (mut r, mut n) = (0x1234, 1000);
+                ret::apply(w, &mut r, &mut n);
+                assert_eq!((r, n), (rip, 1000 + k), "{rip:#x} {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_does_not_fit_is_not_packed_and_bare_words_change_nothing() {
+        assert_eq!(ret::pack(ret::DISPATCH, 0x8000_0000_0000, 0), None);
+        assert_eq!(ret::pack(ret::DISPATCH, 0x40_1000, 256), None);
+        let (mut r, mut n) = (0x1234, 7);
+        ret::apply(ret::DISPATCH, &mut r, &mut n);
+        ret::apply(ret::STOP | ret::DEFER, &mut r, &mut n);
+        assert_eq!((r, n), (0x1234, 7));
+    }
 }

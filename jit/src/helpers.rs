@@ -9,7 +9,7 @@ use lockstep_interp::{Ctx, ExitReason, Fault};
 /// # Safety
 /// `frame` is the live frame of the current run and `insn` points into a block that the
 /// translation cache keeps alive; compiled code has written every cached register back.
-pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) -> u32 {
+pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) -> u64 {
     // SAFETY: see the function contract; no other reference to the frame or context is live
     // while compiled code runs (the dispatcher only holds raw pointers across the call).
     let (f, d) = unsafe { (&mut *frame, &*insn) };
@@ -25,12 +25,6 @@ pub unsafe extern "C" fn exec_insn(frame: *mut Frame, insn: *const DecodedInsn) 
         }
     }
 }
-
-/// `Frame::deferred` when compiled code left an instruction's memory access to the
-/// interpreter (a TLB miss, a page crossing, a device, a store into decoded code, a fault):
-/// the block left before the instruction, and the dispatcher interprets from there (see
-/// `lift::mem`).
-pub const MEM_DEFER: u64 = 2;
 
 /// Raise a fault decided by compiled code. `kind` 0 is #GP(0) (a non-canonical branch
 /// target), the only kind so far.

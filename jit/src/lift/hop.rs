@@ -21,7 +21,7 @@ use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, InstBuilder, Sign
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::FunctionBuilder;
 
-/// `hop(state, frame, entered, target, set, retired) -> status`, `tail` convention (so that
+/// `hop(state, frame, entered, target, set, retired) -> exit word`, `tail` convention (so that
 /// exits tail-call it and it tail-calls the target).
 pub fn hop_signature() -> Signature {
     let mut s = block_signature(CallConv::Tail);
@@ -71,6 +71,6 @@ pub fn emit_hop(b: &mut FunctionBuilder<'_>, p: &[Value]) {
         .return_call_indirect(sig, func, &[state, frame, entered]);
     b.switch_to_block(back);
     b.ins().store(host_mem(), target, state, OFF_RIP);
-    let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
+    let code = b.ins().iconst(types::I64, ret::DISPATCH as i64);
     b.ins().return_(&[code]);
 }

@@ -377,8 +377,7 @@ fn gp_if_noncanonical(l: &mut Lower, target: Value) {
     let frame = l.frame;
     l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
     let ip = l.ins_ip;
-    let code = l.b.ins().iconst(types::I32, ret::STOP as i64);
-    l.emit_exit_code(Some(Rip::Const(ip)), code);
+    l.emit_exit_code(Some(Rip::Const(ip)), super::Status::Const(ret::STOP));
     l.b.switch_to_block(ok);
 }
 

@@ -5,8 +5,7 @@
 
 use super::group::{self, AddrKey, Role};
 use super::{guest_mem, host_mem, Lower};
-use crate::frame::{seg_base_off, Frame};
-use crate::helpers::MEM_DEFER;
+use crate::frame::{ret, seg_base_off, Frame};
 use cranelift_codegen::ir::{
     condcodes::IntCC, types, InstBuilder, InstructionData, Opcode, Type, Value,
 };
@@ -502,8 +501,8 @@ impl Lower<'_> {
         self.b.switch_to_block(fast);
     }
 
-    /// Leave the block before the current instruction with `Frame::deferred` set to
-    /// [`MEM_DEFER`]: the dispatcher interprets from the instruction (see
+    /// Leave the block before the current instruction with [`ret::DEFER`] in the exit word:
+    /// the dispatcher interprets from the instruction (see
     /// `Jit::run_entry`), whose interpreter handler then fills the TLB, walks the page
     /// tables, crosses the page, reaches the device or the code page, or raises the fault —
     /// exactly as the interpreter alone would, since nothing of the instruction was done
@@ -512,13 +511,8 @@ impl Lower<'_> {
     /// Compiled code thus calls no memory helper, and a slow
     /// path never rejoins the main path (so no page group is ever invalidated by one).
     fn defer_exit(&mut self) {
-        let code = self.iconst(MEM_DEFER);
-        let frame = self.frame;
-        self.b
-            .ins()
-            .store(host_mem(), code, frame, Frame::OFF_DEFERRED);
         let ip = self.ins_ip;
-        self.emit_exit(Some(super::Rip::Const(ip)), crate::frame::ret::STOP);
+        self.emit_exit(Some(super::Rip::Const(ip)), ret::STOP | ret::DEFER);
     }
 
     /// Store the low `size` bytes of `v` at `a`. Anything but a fast-path hit (a miss, a page

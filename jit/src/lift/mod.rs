@@ -186,14 +186,14 @@ pub struct Lower<'a> {
     region_zero: Option<Value>,
 }
 
-/// Signature of a block: `(state, frame, entered) -> status`; `entered` equal to the block's
+/// Signature of a block: `(state, frame, entered) -> exit word` (see [`ret`]); `entered` equal to the block's
 /// check word (`chain::block_check`): skip the entry check (see [`entry_check`]).
 pub fn block_signature(call_conv: CallConv) -> Signature {
     let mut s = Signature::new(call_conv);
     s.params.push(AbiParam::new(types::I64));
     s.params.push(AbiParam::new(types::I64));
     s.params.push(AbiParam::new(types::I64));
-    s.returns.push(AbiParam::new(types::I32));
+    s.returns.push(AbiParam::new(types::I64));
     s
 }
 
@@ -202,7 +202,7 @@ pub const HELPER_EXEC: usize = 0;
 pub const HELPER_RAISE: usize = 1;
 pub const HELPER_FOLD: usize = 2;
 
-/// Helper signatures: exec(frame, insn) -> u32; raise(frame, kind);
+/// Helper signatures: exec(frame, insn) -> status; raise(frame, kind);
 /// fold_flags(base, code, a, b, res, cin) -> u64.
 pub fn helper_signatures(call_conv: CallConv) -> [Signature; 3] {
     let p = |n: usize| {
@@ -212,7 +212,7 @@ pub fn helper_signatures(call_conv: CallConv) -> [Signature; 3] {
     };
     let mut exec = Signature::new(call_conv);
     exec.params = p(2);
-    exec.returns.push(AbiParam::new(types::I32));
+    exec.returns.push(AbiParam::new(types::I64));
     let mut raise = Signature::new(call_conv);
     raise.params = p(2);
     let mut fold = Signature::new(call_conv);
@@ -402,10 +402,15 @@ fn entry_check(
     b.seal_block(fail);
     b.seal_block(body);
     b.switch_to_block(fail);
-    let rip = b.ins().iconst(types::I64, key.rip as i64);
-    b.ins().store(host_mem(), rip, state, OFF_RIP);
-    let code = b.ins().iconst(types::I32, ret::DISPATCH as i64);
-    b.ins().return_(&[code]);
+    let word = match ret::pack(ret::DISPATCH, key.rip, 0) {
+        Some(w) => b.ins().iconst(types::I64, w as i64),
+        None => {
+            let rip = b.ins().iconst(types::I64, key.rip as i64);
+            b.ins().store(host_mem(), rip, state, OFF_RIP);
+            b.ins().iconst(types::I64, ret::DISPATCH as i64)
+        }
+    };
+    b.ins().return_(&[word]);
     b.switch_to_block(body);
     FLAG_RECORD.map(|off| ld(b, frame, off))
 }
@@ -686,6 +691,13 @@ pub enum Rip {
     Dyn(Value),
 }
 
+/// An exit's status (see [`ret`]): a constant, or one a helper returned.
+#[derive(Clone, Copy)]
+pub enum Status {
+    Const(u64),
+    Dyn(Value),
+}
+
 /// Where a block exit goes: a known RIP, a run-time RIP, or one of two known RIPs chosen by a
 /// condition (`Either(c, taken, fall)`).
 #[derive(Clone, Copy)]
@@ -943,35 +955,52 @@ impl Lower<'_> {
     }
 
     /// Emit, in the current (side) block, the exit: write back dirty registers and the flags,
-    /// RIP and `retired`, then return `code`. Leaves the compile-time state untouched.
-    fn emit_exit_code(&mut self, rip: Option<Rip>, code: Value) {
+    /// RIP and `retired`, then return the exit word for `status` (see [`ret`]; a constant one
+    /// may have [`ret::DEFER`] set). A constant RIP and the instructions retired since
+    /// `retired` was last stored go into the word instead ([`ret::PACKED`]) when they fit.
+    /// Leaves the compile-time state untouched.
+    fn emit_exit_code(&mut self, rip: Option<Rip>, status: Status) {
         // Exits are cold: fold the flags through the helper (small code) rather than inline.
         self.cold = true;
         self.store_regs(self.dirty & GPRS);
         self.store_flags_for_exit();
-        match rip {
-            Some(Rip::Const(r)) => {
-                let v = self.iconst(r);
-                self.b.ins().store(host_mem(), v, self.state, OFF_RIP);
+        let packed = match rip {
+            // `ret_stale`: a region block's count is in `ret_var`, not yet in memory.
+            Some(Rip::Const(r)) if !self.ret_stale => ret::pack(0, r, self.k as u64),
+            _ => None,
+        };
+        let word = match (packed, status) {
+            (Some(p), Status::Const(c)) => self.iconst(p | c),
+            (Some(p), Status::Dyn(v)) => self.b.ins().bor_imm_s(v, p as i64),
+            (None, status) => {
+                match rip {
+                    Some(Rip::Const(r)) => {
+                        let v = self.iconst(r);
+                        self.b.ins().store(host_mem(), v, self.state, OFF_RIP);
+                    }
+                    Some(Rip::Dyn(v)) => {
+                        self.b.ins().store(host_mem(), v, self.state, OFF_RIP);
+                    }
+                    None => {}
+                }
+                let _ = self.store_retired();
+                match status {
+                    Status::Const(c) => self.iconst(c),
+                    Status::Dyn(v) => v,
+                }
             }
-            Some(Rip::Dyn(v)) => {
-                self.b.ins().store(host_mem(), v, self.state, OFF_RIP);
-            }
-            None => {}
-        }
-        let _ = self.store_retired();
-        self.b.ins().return_(&[code]);
+        };
+        self.b.ins().return_(&[word]);
         self.cold = false;
     }
 
-    fn emit_exit(&mut self, rip: Option<Rip>, code: u32) {
-        let c = self.b.ins().iconst(types::I32, code as i64);
-        self.emit_exit_code(rip, c);
+    fn emit_exit(&mut self, rip: Option<Rip>, status: u64) {
+        self.emit_exit_code(rip, Status::Const(status));
     }
 
     /// Leave the block through a cold side exit when `cond` is true; continue on the main path
     /// otherwise.
-    pub fn side_exit_if(&mut self, cond: Value, rip: Option<Rip>, code: Option<Value>, k: u32) {
+    pub fn side_exit_if(&mut self, cond: Value, rip: Option<Rip>, code: Option<Value>, k: u64) {
         let exit = self.b.create_block();
         let cont = self.b.create_block();
         self.b.set_cold_block(exit);
@@ -979,11 +1008,11 @@ impl Lower<'_> {
         self.b.seal_block(exit);
         self.b.seal_block(cont);
         self.b.switch_to_block(exit);
-        let code = match code {
-            Some(c) => c,
-            None => self.b.ins().iconst(types::I32, k as i64),
+        let status = match code {
+            Some(c) => Status::Dyn(c),
+            None => Status::Const(k),
         };
-        self.emit_exit_code(rip, code);
+        self.emit_exit_code(rip, status);
         self.b.switch_to_block(cont);
     }
 
