@@ -624,3 +624,42 @@ fn sse_slow_path_in_a_single_block_keeps_the_retired_count() {
     let slices: Vec<u64> = (0..60).map(|i| 1 + (i * 7) % 11).collect();
     compare(&code, &slices, config, &|m| fill(m, 5));
 }
+
+/// The same in a region (a loop compiled as one function), after a trampolined instruction
+/// (CPUID) has made `cpu.retired` in memory the region's count: the SSE slow path leaves its
+/// synced count in memory, and a later exit of the block that leaves the count to the
+/// dispatcher (a deferred load: a packed exit word adds its instructions to what memory holds)
+/// must find the region's count there again, or the retired count drifts from the
+/// interpreter's.
+#[test]
+fn sse_slow_path_in_a_region_keeps_the_retired_count_for_packed_exits() {
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut tail = a.create_label();
+        a.mov(r8, 7u64)?;
+        a.mov(r9, DATA_BASE)?;
+        a.set_label(&mut top)?;
+        a.add(rdx, 1)?;
+        a.cpuid()?;
+        a.lea(rsi, ptr(rdx + 3))?;
+        // A page not touched yet: the slow path.
+        a.paddd(xmm0, ptr(r9))?;
+        a.add(rsi, rdx)?;
+        // The next page, not touched yet either: a deferred load.
+        a.mov(rdi, qword_ptr(r9 + 0x1000))?;
+        a.xor(rdi, rsi)?;
+        a.jmp(tail)?;
+        a.set_label(&mut tail)?;
+        a.add(r9, 0x2000)?;
+        a.dec(r8)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    let (_, jit, exit) = compare(&code, &[1_000_000], eager_config(), &|m| fill(m, 9));
+    // 2 + 7 iterations of 11 instructions, then HLT at CPL 3 (#GP).
+    assert_eq!(exit.retired, 79, "{exit:?}");
+    assert!(jit.stats.region_blocks > 1, "{}", jit.stats.summary());
+    assert!(jit.stats.accesses_deferred >= 6, "{}", jit.stats.summary());
+    let slices: Vec<u64> = (0..60).map(|i| 1 + (i * 7) % 13).collect();
+    compare(&code, &slices, eager_config(), &|m| fill(m, 9));
+}

@@ -1254,9 +1254,16 @@ impl Lower<'_> {
     /// Back on the main path after a slow path that synced `cpu.retired`
     /// ([`Self::sync_retired_for_device`]) and ran the instruction in the interpreter (one
     /// more retired): in a single block, where memory holds the count the main path adds
-    /// `k` to, take those `k + 1` off again. (A region's count is in `ret_var`.)
+    /// `k` to, take those `k + 1` off again. In a region, whose count is in `ret_var`, store
+    /// `ret_var` when memory is meant to hold it (`!ret_stale`): packed exits
+    /// ([`ret::PACKED`]) add their `k` to what memory holds.
     pub fn unsync_retired(&mut self) {
-        if self.retired_ptr.is_some() {
+        if let Some(p) = self.retired_ptr {
+            if !self.ret_stale {
+                // Memory must hold `ret_var` again: a packed exit adds its `k` to memory.
+                let r = self.b.use_var(self.ret_var);
+                self.b.ins().store(host_mem(), r, p, 0);
+            }
             return;
         }
         self.store_retired_plus(-self.k - 1);
