@@ -562,3 +562,31 @@ fn thirty_two_bit_forms() {
     ];
     check(&ops, &random_rec);
 }
+
+/// The zeroing idioms (`xor r, r`, `sub r, r`), which the JIT computes without reading the
+/// register at 32 and 64 bits, and their 8/16-bit forms (which keep the upper bits), with the
+/// flags they set, after the register has been written in the same block or not.
+#[test]
+fn zeroing_idioms() {
+    let ops: Vec<Op> = ops![
+        |a: &mut CodeAssembler| a.xor(rax, rax),
+        |a: &mut CodeAssembler| a.sub(rdx, rdx),
+        |a: &mut CodeAssembler| a.sub(esi, esi),
+        |a: &mut CodeAssembler| {
+            a.add(r8, rax)?;
+            a.xor(r8d, r8d)
+        },
+        |a: &mut CodeAssembler| {
+            a.mov(r8, rsi)?;
+            a.sub(r8, r8)
+        },
+        |a: &mut CodeAssembler| a.xor(dl, dl),
+        |a: &mut CodeAssembler| a.sub(si, si),
+        |a: &mut CodeAssembler| a.sub(ah, ah),
+        |a: &mut CodeAssembler| {
+            a.sub(eax, eax)?;
+            a.adc(rdx, rsi)
+        },
+    ];
+    check(&ops, &random_rec);
+}

@@ -418,8 +418,19 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
         }
         Kind::Alu(op, writes) => {
             let size = op_size(ins, 0);
-            let b = read_src(l, ins, 1, size);
-            let a = l.read_reg(ins.op0_register());
+            // The zeroing idioms `xor r, r` and `sub r, r` (32/64-bit): the result and the
+            // flags do not depend on the register, so it is not read (nor loaded).
+            let zeroing = matches!(ins.mnemonic(), Mnemonic::Xor | Mnemonic::Sub)
+                && size >= 4
+                && ins.op1_kind() == OpKind::Register
+                && ins.op1_register() == ins.op0_register();
+            let (a, b) = if zeroing {
+                let z = l.iconst(0);
+                (z, z)
+            } else {
+                let b = read_src(l, ins, 1, size);
+                (l.read_reg(ins.op0_register()), b)
+            };
             let dst = gpr_ref(ins.op0_register()).expect("GPR destination").index;
             let ver = l.gpr_version(dst);
             let r = alu(l, ins.mnemonic(), op, a, b, size);
