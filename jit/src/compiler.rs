@@ -3,7 +3,8 @@
 //!
 //! Blocks use Cranelift's `tail` calling convention so that one block can jump to the next
 //! with `return_call_indirect` (chaining); Rust enters them through `enter`, a small function
-//! of the C convention compiled into each module that calls a block and returns its exit word.
+//! of the C convention compiled into each module that calls a block and returns its exit
+//! word.
 
 use crate::frame::Frame;
 use crate::lift::{self, HelperSigs, LowerStats, HELPER_EXEC, HELPER_FOLD, HELPER_RAISE};
@@ -18,8 +19,9 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleRel
 use lockstep_interp::decode::Block;
 use lockstep_interp::CpuState;
 
-/// A compiled block's entry address: a `tail`-convention function `(state, frame, entered) -> exit word`
-/// (see [`crate::frame::ret`]); call it through [`Compiler::enter`].
+/// A compiled block's entry address: a `tail`-convention function
+/// `(state, frame, entered) -> exit word` (see [`crate::frame::ret`]); call it through
+/// [`Compiler::enter`].
 pub type BlockFn = *const u8;
 
 /// The C-convention entry: `enter(state, frame, block, check) -> exit word`, `check` being the
@@ -204,7 +206,7 @@ fn make_hop(module: &mut JITModule, ctx: &mut Context, fctx: &mut FunctionBuilde
         fctx,
         "hop",
         lift::hop::hop_signature(),
-        |b, p| lift::hop::emit_hop(b, p),
+        lift::hop::emit_hop,
     );
     module.finalize_definitions().expect("finalise hop");
     module.get_finalized_function(id) as u64

@@ -186,8 +186,9 @@ pub struct Lower<'a> {
     region_zero: Option<Value>,
 }
 
-/// Signature of a block: `(state, frame, entered) -> exit word` (see [`ret`]); `entered` equal to the block's
-/// check word (`chain::block_check`): skip the entry check (see [`entry_check`]).
+/// Signature of a block: `(state, frame, entered) -> exit word` (see [`ret`]); `entered`
+/// equal to the block's check word (`chain::block_check`): skip the entry check (see
+/// [`entry_check`]).
 pub fn block_signature(call_conv: CallConv) -> Signature {
     let mut s = Signature::new(call_conv);
     s.params.push(AbiParam::new(types::I64));
