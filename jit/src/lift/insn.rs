@@ -377,7 +377,7 @@ fn gp_if_noncanonical(l: &mut Lower, target: Value) {
     let frame = l.frame;
     l.b.ins().call_indirect(l.sigs.raise, f, &[frame, kind]);
     let ip = l.ins_ip;
-    l.emit_exit_code(Some(Rip::Const(ip)), super::Status::Const(ret::STOP));
+    l.emit_exit(Some(Rip::Const(ip)), ret::STOP);
     l.b.switch_to_block(ok);
 }
 

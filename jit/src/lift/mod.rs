@@ -694,7 +694,7 @@ pub enum Rip {
 
 /// An exit's status (see [`ret`]): a constant, or one a helper returned.
 #[derive(Clone, Copy)]
-pub enum Status {
+enum Status {
     Const(u64),
     Dyn(Value),
 }
@@ -957,23 +957,26 @@ impl Lower<'_> {
 
     /// Emit, in the current (side) block, the exit: write back dirty registers and the flags,
     /// RIP and `retired`, then return the exit word for `status` (see [`ret`]; a constant one
-    /// may have [`ret::DEFER`] set). A constant RIP and the instructions retired since
-    /// `retired` was last stored go into the word instead ([`ret::PACKED`]) when they fit.
+    /// may have [`ret::DEFER`] set). With a constant status, a constant RIP and the
+    /// instructions retired since `retired` was last stored go into the word instead
+    /// ([`ret::PACKED`]) when they fit.
     /// Leaves the compile-time state untouched.
     fn emit_exit_code(&mut self, rip: Option<Rip>, status: Status) {
         // Exits are cold: fold the flags through the helper (small code) rather than inline.
         self.cold = true;
         self.store_regs(self.dirty & GPRS);
         self.store_flags_for_exit();
-        let packed = match rip {
-            // `ret_stale`: a region block's count is in `ret_var`, not yet in memory.
-            Some(Rip::Const(r)) if !self.ret_stale => ret::pack(0, r, self.k as u64),
+        // Packed: a constant status and RIP (a helper's status comes with RIP in memory).
+        // `ret_stale`: a region block's count is in `ret_var`, not yet in memory.
+        let packed = match (rip, status) {
+            (Some(Rip::Const(r)), Status::Const(c)) if !self.ret_stale => {
+                ret::pack(c, r, self.k as u64)
+            }
             _ => None,
         };
-        let word = match (packed, status) {
-            (Some(p), Status::Const(c)) => self.iconst(p | c),
-            (Some(p), Status::Dyn(v)) => self.b.ins().bor_imm_s(v, p as i64),
-            (None, status) => {
+        let word = match packed {
+            Some(w) => self.iconst(w),
+            None => {
                 match rip {
                     Some(Rip::Const(r)) => {
                         let v = self.iconst(r);
