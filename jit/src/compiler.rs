@@ -153,9 +153,23 @@ fn define_small(
     let p = b.block_params(blk).to_vec();
     body(&mut b, &p);
     b.finalize(frontend);
+    let dump = std::env::var_os("LOCKSTEP_JIT_DUMP_ASM");
+    ctx.set_disasm(dump.is_some());
     module
         .define_function(id, ctx)
         .unwrap_or_else(|e| panic!("define {name}: {e}"));
+    if let Some(path) = dump {
+        // Host-side diagnostics, as for blocks (`Compiler::compile`).
+        use std::io::Write;
+        let text = ctx.compiled_code().and_then(|c| c.vcode.clone());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let (Some(text), Ok(mut f)) = (text, file) {
+            let _ = writeln!(f, "; {name}\n{text}");
+        }
+    }
     module.clear_context(ctx);
     id
 }

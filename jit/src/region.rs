@@ -146,10 +146,32 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
 /// the sets may be larger than needed, never smaller. The function entry brings nothing
 /// dirty.
 pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32> {
+    let succ = generous_successors(blocks);
+    let mut dirty = vec![0u32; blocks.len()];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..blocks.len() {
+            let out = (dirty[i] | written[i]) & keep;
+            for &j in &succ[i] {
+                if dirty[j] | out != dirty[j] {
+                    dirty[j] |= out;
+                    changed = true;
+                }
+            }
+        }
+    }
+    dirty
+}
+
+/// For each block of `blocks`: the blocks a jump inside the region may go to from it, taken
+/// generously (every instruction's next address and direct target that starts a block, every
+/// return site after a RET or indirect call, every block after an indirect jump).
+fn generous_successors(blocks: &[&Block]) -> Vec<Vec<usize>> {
     use iced_x86::{FlowControl as F, OpKind};
     let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
     let sites = return_sites(blocks.iter().copied());
-    let succ: Vec<Vec<usize>> = blocks
+    blocks
         .iter()
         .map(|b| {
             let mut targets = Vec::new();
@@ -172,20 +194,63 @@ pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32>
                 .filter(|&j| targets.contains(&starts[j]))
                 .collect()
         })
-        .collect();
-    let mut dirty = vec![0u32; blocks.len()];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..blocks.len() {
-            let out = (dirty[i] | written[i]) & keep;
-            for &j in &succ[i] {
-                if dirty[j] | out != dirty[j] {
-                    dirty[j] |= out;
-                    changed = true;
-                }
+        .collect()
+}
+
+/// The instruction whose status flags a jump at the end of `b` leaves, when a target can
+/// recompute them by replaying it: the last instruction of `b` that changes a status flag,
+/// if `replayable` accepts it (a CMP or TEST of registers and immediates) and no later
+/// instruction of `b` writes a register it reads — so at the end of `b` its operands still
+/// hold the values it compared.
+pub fn flags_tail(
+    b: &Block,
+    replayable: impl Fn(&iced_x86::Instruction) -> bool,
+) -> Option<iced_x86::Instruction> {
+    use iced_x86::{InstructionInfoFactory, OpAccess, RflagsBits as R};
+    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
+    let mut fac = InstructionInfoFactory::new();
+    let mut later_writes = Vec::new();
+    for d in b.insns.iter().rev() {
+        let info = fac.info(&d.ins);
+        if d.ins.rflags_modified() & status != 0 {
+            if !replayable(&d.ins) {
+                return None;
+            }
+            let clobbered = info
+                .used_registers()
+                .iter()
+                .any(|u| later_writes.contains(&u.register().full_register()));
+            return (!clobbered).then_some(d.ins);
+        }
+        for u in info.used_registers() {
+            if !matches!(
+                u.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None | OpAccess::NoMemAccess
+            ) {
+                later_writes.push(u.register().full_register());
             }
         }
     }
-    dirty
+    None
+}
+
+/// For each block of `blocks`: the flag-setting instruction it can start by replaying
+/// (`flags_tail`), when every block that may jump to it inside the region ends with the same
+/// one (`same`); `None` for a block no other block jumps to. The function entry's jump to
+/// the first block does not count here (it hands over the frame's record; see
+/// `lift::lower_region`, which gives that jump its own copy of the block).
+pub fn replays(
+    blocks: &[&Block],
+    tails: &[Option<iced_x86::Instruction>],
+    same: impl Fn(&iced_x86::Instruction, &iced_x86::Instruction) -> bool,
+) -> Vec<Option<iced_x86::Instruction>> {
+    let succ = generous_successors(blocks);
+    (0..blocks.len())
+        .map(|t| {
+            let mut from = (0..blocks.len()).filter(|&s| succ[s].contains(&t));
+            let first = tails[from.next()?]?;
+            from.all(|s| tails[s].is_some_and(|x| same(&x, &first)))
+                .then_some(first)
+        })
+        .collect()
 }

@@ -283,6 +283,37 @@ fn classify(ins: &Instruction) -> Option<Kind> {
     })
 }
 
+/// A CMP or TEST of a register with a register or an immediate (not memory: it may have
+/// changed since), lowered natively: an instruction that only sets the status flags from
+/// registers, so a region block entered after it can recompute its flags
+/// ([`replay_flags`]) instead of being handed them.
+pub(super) fn is_replayable(ins: &Instruction) -> bool {
+    matches!(ins.mnemonic(), Mnemonic::Cmp | Mnemonic::Test)
+        && (reg_op(ins, 1) || imm(ins, 1).is_some())
+        && matches!(classify(ins), Some(Kind::Alu(_, false)))
+}
+
+/// Do the replayable `a` and `b` compute the same flags from the same registers?
+pub(super) fn same_replay(a: &Instruction, b: &Instruction) -> bool {
+    a.code() == b.code()
+        && a.op0_register() == b.op0_register()
+        && a.op1_kind() == b.op1_kind()
+        && a.op1_register() == b.op1_register()
+        && imm(a, 1) == imm(b, 1)
+}
+
+/// Record the flags of the replayable `ins` as if it ran now, from the registers' current
+/// values: it writes nothing else, and nothing is retired.
+pub(super) fn replay_flags(l: &mut Lower, ins: &Instruction) {
+    let Some(Kind::Alu(op, false)) = classify(ins) else {
+        unreachable!("only replayable instructions are replayed")
+    };
+    let size = op_size(ins, 0);
+    let b = read_src(l, ins, 1, size);
+    let a = l.read_reg(ins.op0_register());
+    alu(l, ins.mnemonic(), op, a, b, size);
+}
+
 /// Read source operand `n` (register, immediate or memory) zero-extended, masked to `size`.
 fn read_src(l: &mut Lower, ins: &Instruction, n: u32, size: u8) -> Value {
     if let Some(v) = imm(ins, n) {

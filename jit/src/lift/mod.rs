@@ -97,6 +97,13 @@ struct Member {
     ret_site: bool,
     /// The carried registers it starts with dirty (`region::dirty_on_entry`).
     entry_dirty: u32,
+    /// Address of its last instruction: jumps to other members leave from there.
+    last_ip: u64,
+    /// The CMP/TEST whose flags a jump at its end leaves (`region::flags_tail`).
+    tail: Option<iced_x86::Instruction>,
+    /// The CMP/TEST it starts by replaying (`region::replays`): every jump to it inside the
+    /// region comes from a member whose `tail` is that instruction, and hands over no flags.
+    replay: Option<iced_x86::Instruction>,
 }
 
 /// The lifting state of one block.
@@ -184,6 +191,11 @@ pub struct Lower<'a> {
     /// A zero defined where the region starts (dominating every member): see
     /// `flags::Lower::edge_zero`.
     region_zero: Option<Value>,
+    /// The member being lowered.
+    current: usize,
+    /// Members that are the region's blocks; any after them are copies (the first block's,
+    /// for the function entry), which no jump inside the region goes to.
+    members_in_region: usize,
 }
 
 /// Signature of a block: `(state, frame, entered) -> exit word` (see [`ret`]); `entered`
@@ -481,22 +493,49 @@ pub fn lower_region(
         (0, 0, vec![0; blocks.len()])
     };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
-    let members = blocks
+    let tails: Vec<_> = blocks
+        .iter()
+        .map(|b| crate::region::flags_tail(b, insn::is_replayable))
+        .collect();
+    let replays = if region {
+        crate::region::replays(blocks, &tails, insn::same_replay)
+    } else {
+        vec![None; blocks.len()]
+    };
+    let mut members: Vec<Member> = blocks
         .iter()
         .zip(&entry_dirty)
-        .map(|(blk, &entry_dirty)| {
+        .zip(tails.into_iter().zip(replays))
+        .map(|((blk, &entry_dirty), (tail, replay))| {
             let rip = crate::region::start(blk);
+            let flags_dead = first_overwrites_flags(blk);
             Member {
                 rip,
                 len: blk.insns.len() as u64,
                 ir: None,
                 lazy_flags: overwrites_flags_first(&blk.insns),
-                flags_dead: first_overwrites_flags(blk),
+                flags_dead,
                 ret_site: ret_sites.contains(&rip),
                 entry_dirty,
+                last_ip: blk.insns.last().map_or(u64::MAX, |d| d.ins.ip()),
+                tail,
+                replay: replay.filter(|_| !flags_dead),
             }
         })
         .collect();
+    // The function entry hands over the frame's flag record, not a replayable one: when the
+    // first block replays, the entry goes to a copy of it (`peel`) that takes the record.
+    let members_in_region = members.len();
+    let mut order: Vec<&Block> = blocks.to_vec();
+    let peel = members[0].replay.is_some();
+    if peel {
+        let copy = Member {
+            replay: None,
+            ..members[0]
+        };
+        members.push(copy);
+        order.push(blocks[0]);
+    }
     let mut l = Lower {
         b,
         state,
@@ -537,6 +576,8 @@ pub fn lower_region(
         edge: None,
         zext_memo: Vec::new(),
         region_zero: None,
+        current: 0,
+        members_in_region,
     };
     if region {
         // Everything the region's blocks share is set up once, here, on entry.
@@ -576,11 +617,12 @@ pub fn lower_region(
             l.fold_incoming(incoming);
         }
         l.edge = Some(edge);
-        let first = l.member_block(0);
+        let first = l.member_block(if peel { members_in_region } else { 0 });
         l.b.ins().jump(first, &[]);
         while let Some(i) = l.work.pop() {
             let blk = l.members[i].ir.expect("queued blocks have an IR block");
             l.b.switch_to_block(blk);
+            l.current = i;
             l.loaded = regs_used;
             // Edges write the registers through, except the carried ones the region writes:
             // those the blocks before this one may have changed can differ from memory.
@@ -590,6 +632,9 @@ pub fn lower_region(
             l.rip_in_memory = false;
             if l.members[i].flags_dead {
                 l.pending.clear();
+            } else if let Some(ins) = l.members[i].replay {
+                l.pending.clear();
+                insn::replay_flags(&mut l, &ins);
             } else if l.members[i].lazy_flags {
                 let edge = l.edge.take().expect("edge variables");
                 l.flags_from_edge(&edge);
@@ -597,7 +642,7 @@ pub fn lower_region(
             } else {
                 l.pending.clear();
             }
-            l.lower_insns(blocks[i], native);
+            l.lower_insns(order[i], native);
         }
     } else {
         l.stats.blocks = 1;
@@ -812,7 +857,9 @@ impl Lower<'_> {
     /// The member of the region starting at `rip`, if any.
     fn member_at(&self, rip: u64) -> Option<usize> {
         self.edge.as_ref()?;
-        self.members.iter().position(|m| m.rip == rip)
+        self.members[..self.members_in_region]
+            .iter()
+            .position(|m| m.rip == rip)
     }
 
     /// A branch to member `t` (the current instruction is complete, counted in `k`): if the
@@ -842,6 +889,19 @@ impl Lower<'_> {
         self.emit_exit(Some(Rip::Const(rip)), ret::DISPATCH);
 
         self.b.switch_to_block(go);
+        // A target that replays its flags must be entered with the flags of that instruction:
+        // from the end of a member that ends with it (always so, by `region::replays`; were it
+        // not, leaving the function instead is still right).
+        let replay = self.members[t].replay;
+        if let Some(want) = replay {
+            let cur = &self.members[self.current];
+            let hands_it_over = self.ins_ip == cur.last_ip
+                && cur.tail.is_some_and(|have| insn::same_replay(&have, &want));
+            if !hands_it_over {
+                self.emit_exit(Some(Rip::Const(rip)), ret::DISPATCH);
+                return;
+            }
+        }
         let saved = (self.loaded, self.dirty, self.pending.clone());
         // The target expects every register of the region in its variable ...
         for i in 0..17 {
@@ -849,18 +909,21 @@ impl Lower<'_> {
                 self.gpr(i);
             }
         }
-        // ... the flags as it enters: handed over, or folded into RFLAGS ...
-        if lazy {
+        // ... the flags as it enters: none (it replays them), handed over, or folded into
+        // RFLAGS ...
+        if replay.is_none() && lazy {
             let edge = self.edge.take().expect("edge variables");
             self.flags_to_edge(&edge);
             self.edge = Some(edge);
-        } else if let Some(f) = self.flags_value() {
-            self.b.def_var(self.vars[RFLAGS], f);
+        } else if replay.is_none() {
+            if let Some(f) = self.flags_value() {
+                self.b.def_var(self.vars[RFLAGS], f);
+            }
         }
         // ... and memory up to date except for the registers whose stores wait for an exit
         // (it enters with only those dirty, so that its exits store only them and what it
         // changes itself).
-        if !lazy && !self.pending.is_empty() {
+        if replay.is_none() && !lazy && !self.pending.is_empty() {
             self.dirty |= 1 << RFLAGS;
         }
         // (A kept register dirty here that the target does not expect dirty would be a gap
@@ -1065,7 +1128,7 @@ impl Lower<'_> {
                 // Returns to a return site of the region stay inside, and so do switch jumps
                 // to any member (a jump table among the cases of a loop).
                 let any = matches!(exit, Exit::Switch(_));
-                let sites: Vec<usize> = (0..self.members.len())
+                let sites: Vec<usize> = (0..self.members_in_region)
                     .filter(|&i| any || self.members[i].ret_site)
                     .collect();
                 for m in sites {
