@@ -510,7 +510,7 @@ impl Lower<'_> {
     /// read-modify-write's flags are recorded only after its store, docs/jit.md "Memory").
     /// Compiled code thus calls no memory helper, and a slow
     /// path never rejoins the main path (so no page group is ever invalidated by one).
-    fn defer_exit(&mut self) {
+    pub(super) fn defer_exit(&mut self) {
         let ip = self.ins_ip;
         self.emit_exit(Some(super::Rip::Const(ip)), ret::STOP | ret::DEFER);
     }

@@ -13,10 +13,11 @@
 //! of operands that are neither NaN nor denormal raise nothing under any MXCSR. The fast path
 //! ORs PE into MXCSR when the result is inexact.
 //!
-//! Anything else — SSE unavailable (CR0.EM/TS, CR4.OSFXSR), a non-default MXCSR, a NaN,
-//! denormal, infinite or out-of-band operand or result, a TLB miss, a misaligned m128 — runs
-//! the whole instruction through the interpreter's handler in a cold path (as `sse_int.rs`),
-//! so every flag, fault and corner case is the interpreter's.
+//! SSE unavailable (CR0.EM/TS, CR4.OSFXSR) leaves the block before the instruction, as in
+//! `sse_int.rs`. Anything else — a non-default MXCSR, a NaN, denormal, infinite or
+//! out-of-band operand or result, a TLB miss, a misaligned m128 — runs the whole instruction
+//! through the interpreter's handler in a cold path, so every flag, fault and corner case is
+//! the interpreter's.
 
 use super::sse_fp_forms::{covered, Ar, Op, Spec};
 use super::sse_int::{used_gprs, vec_off};
@@ -250,11 +251,7 @@ impl Lower<'_> {
 pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let ins = &d.ins;
     let spec = covered(ins)?;
-    let mut ok = if spec.vex {
-        l.avx_enabled()
-    } else {
-        l.sse_enabled()
-    };
+    let mut ok = l.assert_vec_enabled(spec.vex);
     let st = l.state;
     let mx = l.b.ins().load(types::I32, host_mem(), st, OFF_MXCSR);
     if spec.needs_env() {

@@ -4,10 +4,12 @@
 //! the interpreter's results exactly (`lockstep_interp::ops::{sse_int, sse_shuf, ssse3}`);
 //! the moves are classified in `sse_mov.rs`, the VEX forms in `avx_int.rs`.
 //!
-//! The fast path runs when the instruction's availability check passes (legacy SSE: CR0.EM/TS
-//! clear and CR4.OSFXSR set; VEX: CR4.OSXSAVE set, XCR0 enabling SSE and AVX state, CR0.TS
-//! clear) and, for a memory operand, the access hits the TLB inside one page (and is aligned
-//! where the instruction requires it). Anything else — the checks' faults, a TLB miss, MMIO, a
+//! The availability check (legacy SSE: CR0.EM/TS clear and CR4.OSFXSR set; VEX: CR4.OSXSAVE
+//! set, XCR0 enabling SSE and AVX state, CR0.TS clear) is made once per block on the main
+//! path (`Lower::assert_vec_enabled`): when it fails the block leaves before the instruction
+//! and the interpreter raises the fault. A register-only instruction then needs nothing else.
+//! With a memory operand the fast path runs when the access hits the TLB inside one page (and
+//! is aligned where the instruction requires it); anything else — a TLB miss, MMIO, a
 //! misaligned access — runs the whole instruction through the interpreter's handler in a cold
 //! path, so every fault and corner case is the interpreter's.
 
@@ -316,6 +318,51 @@ impl Lower<'_> {
         ok
     }
 
+    /// Make the block's SSE check (AVX with `vex`) on the main path, once: unless the
+    /// instructions are usable, leave before the current one (the interpreter runs it and
+    /// raises the #UD or #NM); past that point the main path knows they are — until a
+    /// trampoline call, which may change CR0/CR4 or XCR0 and resets the knowledge with
+    /// `sse_ok`/`avx_ok`. Returns the (now constant) check.
+    pub(super) fn assert_vec_enabled(&mut self, vex: bool) -> Value {
+        let known = if vex { self.avx_ok } else { self.sse_ok };
+        if let Some(v) = known.filter(|&v| self.is_const_true(v)) {
+            return v;
+        }
+        let ok = if vex {
+            self.avx_enabled()
+        } else {
+            self.sse_enabled()
+        };
+        let go = self.b.create_block();
+        let out = self.b.create_block();
+        self.b.set_cold_block(out);
+        self.b.ins().brif(ok, go, &[], out, &[]);
+        self.b.seal_block(go);
+        self.b.seal_block(out);
+        self.b.switch_to_block(out);
+        self.defer_exit();
+        self.b.switch_to_block(go);
+        let t = self.b.ins().iconst(types::I8, 1);
+        if vex {
+            self.avx_ok = Some(t);
+        } else {
+            self.sse_ok = Some(t);
+        }
+        t
+    }
+
+    /// Is `v` the constant 1 that [`Self::assert_vec_enabled`] leaves?
+    fn is_const_true(&self, v: Value) -> bool {
+        use cranelift_codegen::ir::{InstructionData, Opcode, ValueDef};
+        let ValueDef::Result(inst, _) = self.b.func.dfg.value_def(v) else {
+            return false;
+        };
+        matches!(
+            self.b.func.dfg.insts[inst],
+            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } if imm.bits() == 1
+        )
+    }
+
     /// 16 bytes of `CpuState` at `off` (a register half).
     fn vload(&mut self, off: i32) -> Value {
         let st = self.state;
@@ -447,11 +494,17 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let ins = &d.ins;
     let spec = covered(ins)?;
     let mem_n = (0..ins.op_count()).find(|&n| ins.op_kind(n) == OpKind::Memory);
-    let mut ok = if spec.vex.is_some() {
-        l.avx_enabled()
-    } else {
-        l.sse_enabled()
-    };
+    let mut ok = l.assert_vec_enabled(spec.vex.is_some());
+    if mem_n.is_none() {
+        // Registers only: nothing else can fail, so no slow path.
+        let gpr_src = (0..ins.op_count())
+            .find(|&n| ins.op_kind(n) == OpKind::Register && gpr_ref(ins.op_register(n)).is_some())
+            .filter(|&n| n > 0)
+            .map(|n| l.read_reg(ins.op_register(n)));
+        fast_path(l, ins, spec, None, gpr_src);
+        l.retire();
+        return Some(super::insn::Outcome::Continue);
+    }
     // The memory operand's host address (valid on the fast path only).
     let mut host = None;
     if let Some(n) = mem_n {
