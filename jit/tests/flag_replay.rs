@@ -122,3 +122,46 @@ fn sources_that_do_not_qualify_still_hand_over_their_flags() {
         assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
     }
 }
+
+/// Loops whose back edge leaves the flags of `sub ecx, 1` (or `add ebx, imm`): the loop block
+/// recomputes them from the result and the source. The head reads CF first (`adc`), and a
+/// store walks off the end of RAM, faulting with the replayed flags current.
+fn alu_tail_loop(add: bool) -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.xor(r8d, r8d)?;
+        a.mov(ebx, 7)?;
+        a.mov(ecx, 100_000)?;
+        a.mov(rsi, TEST_RAM - 600)?;
+        a.xor(edi, edi)?;
+        a.set_label(&mut top)?;
+        a.adc(r8, 0)?;
+        a.mov(byte_ptr(rsi + rdi), 1)?;
+        a.add(rdi, 5)?;
+        if add {
+            a.add(ebx, 0x9e37_79b9u32 as i32)?;
+            a.jnz(top)?;
+        } else {
+            a.add(ebx, 0x9e37_79b9u32 as i32)?;
+            a.sub(ecx, 1)?;
+            a.jnz(top)?;
+        }
+        a.hlt()
+    })
+}
+
+#[test]
+fn alu_tails_are_replayed_from_the_result() {
+    for add in [false, true] {
+        let code = alu_tail_loop(add);
+        let (m, jit, exit) = compare(&code, &[1 << 20], eager_config(), &|_| {});
+        assert!(matches!(exit.reason, ExitReason::Exception(_)), "{exit:?}");
+        // The 121st store (RDI = 600) faults.
+        assert_eq!(m.gpr(reg::RDI), 600, "add {add}");
+        // ADC adds the carry of the tail: EBX's wrap-arounds, or SUB ECX's borrow (never).
+        assert_eq!(m.gpr(reg::R8) > 0, add, "add {add}");
+        assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
+        let slices: Vec<u64> = (0..300).map(|i| 1 + (i * 7919) % 17).collect();
+        compare(&code, &slices, eager_config(), &|_| {});
+    }
+}

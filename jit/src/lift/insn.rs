@@ -283,14 +283,32 @@ fn classify(ins: &Instruction) -> Option<Kind> {
     })
 }
 
-/// A CMP or TEST of a register with a register or an immediate (not memory: it may have
-/// changed since), lowered natively: an instruction that only sets the status flags from
-/// registers, so a region block entered after it can recompute its flags
-/// ([`replay_flags`]) instead of being handed them.
+/// An instruction whose status flags a region block entered after it can recompute from the
+/// registers ([`replay_flags`]) instead of being handed them, lowered natively, with a
+/// register or immediate source (not memory: it may have changed since):
+/// - CMP or TEST of a register: sets only the flags;
+/// - ADD, SUB, AND, OR, XOR of a register with a different register or an immediate: the
+///   destination holds the result, from which the first operand follows (the result minus or
+///   plus the source; a logic operation's flags depend on the result alone).
+///
+/// Each defines every status flag. (INC and DEC do not: they keep CF, which came from an
+/// earlier instruction.)
 pub(super) fn is_replayable(ins: &Instruction) -> bool {
-    matches!(ins.mnemonic(), Mnemonic::Cmp | Mnemonic::Test)
-        && (reg_op(ins, 1) || imm(ins, 1).is_some())
-        && matches!(classify(ins), Some(Kind::Alu(_, false)))
+    let src_ok = reg_op(ins, 1) || imm(ins, 1).is_some();
+    match classify(ins) {
+        Some(Kind::Alu(_, false)) => {
+            matches!(ins.mnemonic(), Mnemonic::Cmp | Mnemonic::Test) && src_ok
+        }
+        Some(Kind::Alu(_, true)) => {
+            matches!(
+                ins.mnemonic(),
+                Mnemonic::Add | Mnemonic::Sub | Mnemonic::And | Mnemonic::Or | Mnemonic::Xor
+            ) && src_ok
+                && !(ins.op1_kind() == OpKind::Register
+                    && ins.op1_register().full_register() == ins.op0_register().full_register())
+        }
+        _ => false,
+    }
 }
 
 /// Do the replayable `a` and `b` compute the same flags from the same registers?
@@ -302,16 +320,30 @@ pub(super) fn same_replay(a: &Instruction, b: &Instruction) -> bool {
         && imm(a, 1) == imm(b, 1)
 }
 
-/// Record the flags of the replayable `ins` as if it ran now, from the registers' current
-/// values: it writes nothing else, and nothing is retired.
+/// Record the flags the replayable `ins` left when it ran, from the registers' current values
+/// (its operands, or its result and source, unchanged since): it writes nothing, and nothing
+/// is retired.
 pub(super) fn replay_flags(l: &mut Lower, ins: &Instruction) {
-    let Some(Kind::Alu(op, false)) = classify(ins) else {
-        unreachable!("only replayable instructions are replayed")
-    };
     let size = op_size(ins, 0);
-    let b = read_src(l, ins, 1, size);
-    let a = l.read_reg(ins.op0_register());
-    alu(l, ins.mnemonic(), op, a, b, size);
+    match classify(ins) {
+        Some(Kind::Alu(op, false)) => {
+            let b = read_src(l, ins, 1, size);
+            let a = l.read_reg(ins.op0_register());
+            alu(l, ins.mnemonic(), op, a, b, size);
+        }
+        Some(Kind::Alu(op, true)) => {
+            let b = read_src(l, ins, 1, size);
+            let res = l.read_reg(ins.op0_register());
+            let a = match op {
+                FlagOp::Add => l.b.ins().isub(res, b),
+                FlagOp::Sub => l.b.ins().iadd(res, b),
+                _ => res,
+            };
+            let a = l.zext(a, size);
+            l.set_flags(op, a, b, res, size);
+        }
+        _ => unreachable!("only replayable instructions are replayed"),
+    }
 }
 
 /// Read source operand `n` (register, immediate or memory) zero-extended, masked to `size`.
