@@ -1,6 +1,6 @@
 //! The shape of a region (see docs/jit.md "Regions"): a block's static successors, the
-//! return sites among a set of blocks, which of them form loops through the entry, and the
-//! registers each may find dirty on entry.
+//! return sites among a set of blocks, which of them form loops through the entry, the
+//! registers each may find dirty on entry, and the flag-setting instruction each may replay.
 
 use lockstep_interp::decode::Block;
 use std::sync::Arc;
@@ -199,9 +199,10 @@ fn generous_successors(blocks: &[&Block]) -> Vec<Vec<usize>> {
 
 /// The instruction whose status flags a jump at the end of `b` leaves, when a target can
 /// recompute them by replaying it: the last instruction of `b` that changes a status flag,
-/// if `replayable` accepts it (a CMP or TEST of registers and immediates) and no later
-/// instruction of `b` writes a register it reads — so at the end of `b` its operands still
-/// hold the values it compared.
+/// if `replayable` accepts it (`lift::insn::is_replayable`: a CMP or TEST, or an ALU
+/// operation into a register, of registers and immediates) and no later instruction of `b`
+/// writes a register it uses — so at the end of `b` its registers still hold the values it
+/// compared or produced.
 pub fn flags_tail(
     b: &Block,
     replayable: impl Fn(&iced_x86::Instruction) -> bool,

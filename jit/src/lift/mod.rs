@@ -99,10 +99,12 @@ struct Member {
     entry_dirty: u32,
     /// Address of its last instruction: jumps to other members leave from there.
     last_ip: u64,
-    /// The CMP/TEST whose flags a jump at its end leaves (`region::flags_tail`).
+    /// The replayable instruction (`insn::is_replayable`) whose flags a jump at its end
+    /// leaves (`region::flags_tail`).
     tail: Option<iced_x86::Instruction>,
-    /// The CMP/TEST it starts by replaying (`region::replays`): every jump to it inside the
-    /// region comes from a member whose `tail` is that instruction, and hands over no flags.
+    /// The instruction whose flags it starts by replaying (`region::replays`): every jump to
+    /// it inside the region comes from a member whose `tail` is that instruction, and hands
+    /// over no flags.
     replay: Option<iced_x86::Instruction>,
 }
 
