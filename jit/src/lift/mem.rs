@@ -489,7 +489,7 @@ impl Lower<'_> {
 
     /// Branch on `ok` to a new fast block (made current) or a cold exit that leaves the
     /// accesses of the current instruction to the interpreter ([`Lower::defer_exit`]).
-    fn fast_or_defer(&mut self, ok: Value) {
+    pub(super) fn fast_or_defer(&mut self, ok: Value) {
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         self.b.set_cold_block(slow);
@@ -510,7 +510,7 @@ impl Lower<'_> {
     /// read-modify-write's flags are recorded only after its store, docs/jit.md "Memory").
     /// Compiled code thus calls no memory helper, and a slow
     /// path never rejoins the main path (so no page group is ever invalidated by one).
-    pub(super) fn defer_exit(&mut self) {
+    fn defer_exit(&mut self) {
         let ip = self.ins_ip;
         self.emit_exit(Some(super::Rip::Const(ip)), ret::STOP | ret::DEFER);
     }

@@ -333,15 +333,7 @@ impl Lower<'_> {
         } else {
             self.sse_enabled()
         };
-        let go = self.b.create_block();
-        let out = self.b.create_block();
-        self.b.set_cold_block(out);
-        self.b.ins().brif(ok, go, &[], out, &[]);
-        self.b.seal_block(go);
-        self.b.seal_block(out);
-        self.b.switch_to_block(out);
-        self.defer_exit();
-        self.b.switch_to_block(go);
+        self.fast_or_defer(ok);
         let t = self.b.ins().iconst(types::I8, 1);
         if vex {
             self.avx_ok = Some(t);
