@@ -213,15 +213,28 @@ fn direct_helpers() -> HelperAddrs {
 }
 
 /// Define and finalise the hop stub (`lift::hop`) in `module`; its address.
+/// The machine-code stub (`lift::hop::hop_code`) unless `LOCKSTEP_JIT_HOP=ir` asks for the
+/// Cranelift-compiled one (`lift::hop::emit_hop`).
 fn make_hop(module: &mut JITModule, ctx: &mut Context, fctx: &mut FunctionBuilderContext) -> u64 {
-    let id = define_small(
-        module,
-        ctx,
-        fctx,
-        "hop",
-        lift::hop::hop_signature(),
-        lift::hop::emit_hop,
-    );
+    let id = if std::env::var("LOCKSTEP_JIT_HOP").is_ok_and(|v| v == "ir") {
+        define_small(
+            module,
+            ctx,
+            fctx,
+            "hop",
+            lift::hop::hop_signature(),
+            lift::hop::emit_hop,
+        )
+    } else {
+        let code = lift::hop::hop_code().expect("the hop stub assembles");
+        let id = module
+            .declare_function("hop", Linkage::Local, &lift::hop::hop_signature())
+            .expect("declare hop");
+        module
+            .define_function_bytes(id, 16, &code, &[])
+            .expect("define hop");
+        id
+    };
     module.finalize_definitions().expect("finalise hop");
     module.get_finalized_function(id) as u64
 }
