@@ -71,6 +71,19 @@ fn make_module(opt_level: &str) -> JITModule {
     ))
 }
 
+/// Host-side diagnostics: append `text` and a newline to the file at `path` (created if
+/// missing); a file that cannot be opened is skipped.
+fn append_dump(path: &std::ffi::OsStr, text: &str) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{text}");
+    }
+}
+
 /// The host ISA with our flags and Cranelift's `opt_level`.
 fn make_isa(opt_level: &str) -> OwnedTargetIsa {
     let mut flags = settings::builder();
@@ -158,17 +171,8 @@ fn define_small(
     module
         .define_function(id, ctx)
         .unwrap_or_else(|e| panic!("define {name}: {e}"));
-    if let Some(path) = dump {
-        // Host-side diagnostics, as for blocks (`Compiler::compile`).
-        use std::io::Write;
-        let text = ctx.compiled_code().and_then(|c| c.vcode.clone());
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path);
-        if let (Some(text), Ok(mut f)) = (text, file) {
-            let _ = writeln!(f, "; {name}\n{text}");
-        }
+    if let (Some(path), Some(text)) = (dump, ctx.compiled_code().and_then(|c| c.vcode.clone())) {
+        append_dump(&path, &format!("; {name}\n{text}"));
     }
     module.clear_context(ctx);
     id
@@ -212,29 +216,16 @@ fn direct_helpers() -> HelperAddrs {
     }
 }
 
-/// Define and finalise the hop stub (`lift::hop`) in `module`; its address.
-/// The machine-code stub (`lift::hop::hop_code`) unless `LOCKSTEP_JIT_HOP=ir` asks for the
-/// Cranelift-compiled one (`lift::hop::emit_hop`).
-fn make_hop(module: &mut JITModule, ctx: &mut Context, fctx: &mut FunctionBuilderContext) -> u64 {
-    let id = if std::env::var("LOCKSTEP_JIT_HOP").is_ok_and(|v| v == "ir") {
-        define_small(
-            module,
-            ctx,
-            fctx,
-            "hop",
-            lift::hop::hop_signature(),
-            lift::hop::emit_hop,
-        )
-    } else {
-        let code = lift::hop::hop_code().expect("the hop stub assembles");
-        let id = module
-            .declare_function("hop", Linkage::Local, &lift::hop::hop_signature())
-            .expect("declare hop");
-        module
-            .define_function_bytes(id, 16, &code, &[])
-            .expect("define hop");
-        id
-    };
+/// Define and finalise the hop stub (`lift::hop::hop_code`, machine code) in `module`; its
+/// address.
+fn make_hop(module: &mut JITModule) -> u64 {
+    let code = lift::hop::hop_code().expect("the hop stub assembles");
+    let id = module
+        .declare_function("hop", Linkage::Local, &lift::hop::hop_signature())
+        .expect("declare hop");
+    module
+        .define_function_bytes(id, 16, &code, &[])
+        .expect("define hop");
     module.finalize_definitions().expect("finalise hop");
     module.get_finalized_function(id) as u64
 }
@@ -287,7 +278,7 @@ impl Compiler {
         } else {
             direct_helpers()
         };
-        helpers.hop = make_hop(&mut module, &mut ctx, &mut fctx);
+        helpers.hop = make_hop(&mut module);
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
             let s = &mut helper_sigs[HELPER_RAISE];
@@ -381,20 +372,14 @@ impl Compiler {
         });
         self.ctx.set_disasm(self.dump_asm.is_some());
         if let Some(path) = &self.dump_ir {
-            // Host-side diagnostics: append the IR of every compiled function to a file.
-            use std::io::Write;
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-            {
-                let rip = blocks.first().map_or(0, |b| b.key().rip);
-                let mut text = format!("; {name} rip={rip:#x}\n");
-                for b in blocks {
-                    crate::verify::guest_listing(&mut text, b, ";   ");
-                }
-                let _ = writeln!(f, "{text}{}", self.ctx.func.display());
+            // Host-side diagnostics: the IR of every compiled function.
+            let rip = blocks.first().map_or(0, |b| b.key().rip);
+            let mut text = format!("; {name} rip={rip:#x}\n");
+            for b in blocks {
+                crate::verify::guest_listing(&mut text, b, ";   ");
             }
+            text.push_str(&self.ctx.func.display().to_string());
+            append_dump(path, &text);
         }
         let module = self.module.as_mut().expect("module present");
         match &self.loop_isa {
@@ -426,24 +411,15 @@ impl Compiler {
                 .define_function(id, &mut self.ctx)
                 .map_err(|e| format!("{e:?}"))?,
         }
-        if let Some(path) = &self.dump_asm {
-            // Host-side diagnostics: append the machine code (Cranelift's VCode listing).
-            use std::io::Write;
-            let text = self.ctx.compiled_code().and_then(|c| c.vcode.clone());
-            if let (Some(text), Ok(mut f)) = (
-                text,
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path),
-            ) {
-                let rip = blocks.first().map_or(0, |b| b.key().rip);
-                let _ = writeln!(
-                    f,
-                    "; {name} rip={rip:#x}: {} guest blocks\n{text}",
-                    blocks.len()
-                );
-            }
+        let vcode = self.ctx.compiled_code().and_then(|c| c.vcode.clone());
+        if let (Some(path), Some(text)) = (&self.dump_asm, vcode) {
+            // Host-side diagnostics: the machine code (Cranelift's VCode listing).
+            let rip = blocks.first().map_or(0, |b| b.key().rip);
+            let n = blocks.len();
+            append_dump(
+                path,
+                &format!("; {name} rip={rip:#x}: {n} guest blocks\n{text}"),
+            );
         }
         let code_bytes = self
             .ctx
@@ -498,7 +474,7 @@ impl Compiler {
         if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
-        self.helpers.hop = make_hop(&mut module, &mut self.ctx, &mut self.fctx);
+        self.helpers.hop = make_hop(&mut module);
         self.module = Some(module);
         self.in_module = 0;
     }

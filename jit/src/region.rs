@@ -140,18 +140,15 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
 /// For each block of `blocks` (entry first): the registers of `keep` that may differ from
 /// memory when the block is entered through a jump inside the region, given the registers
 /// each block writes (`written`). A block's stores of `keep` registers wait for an exit, so
-/// what one block writes stays dirty in every block it reaches. Successors are taken
-/// generously (every instruction's next address and direct target that starts a block,
-/// every return site after a RET or indirect call, every block after an indirect jump), so
-/// the sets may be larger than needed, never smaller. The function entry brings nothing
-/// dirty.
-pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32> {
-    let succ = generous_successors(blocks);
-    let mut dirty = vec![0u32; blocks.len()];
+/// what one block writes stays dirty in every block it reaches. The successors `succ` are
+/// [`generous_successors`], so the sets may be larger than needed, never smaller. The
+/// function entry brings nothing dirty.
+pub fn dirty_on_entry(succ: &[Vec<usize>], written: &[u32], keep: u32) -> Vec<u32> {
+    let mut dirty = vec![0u32; succ.len()];
     let mut changed = true;
     while changed {
         changed = false;
-        for i in 0..blocks.len() {
+        for i in 0..succ.len() {
             let out = (dirty[i] | written[i]) & keep;
             for &j in &succ[i] {
                 if dirty[j] | out != dirty[j] {
@@ -167,7 +164,7 @@ pub fn dirty_on_entry(blocks: &[&Block], written: &[u32], keep: u32) -> Vec<u32>
 /// For each block of `blocks`: the blocks a jump inside the region may go to from it, taken
 /// generously (every instruction's next address and direct target that starts a block, every
 /// return site after a RET or indirect call, every block after an indirect jump).
-fn generous_successors(blocks: &[&Block]) -> Vec<Vec<usize>> {
+pub fn generous_successors(blocks: &[&Block]) -> Vec<Vec<usize>> {
     use iced_x86::{FlowControl as F, OpKind};
     let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
     let sites = return_sites(blocks.iter().copied());
@@ -235,20 +232,20 @@ pub fn flags_tail(
     None
 }
 
-/// For each block of `blocks`: the flag-setting instruction it can start by replaying
-/// (`flags_tail`), when every block that may jump to it inside the region ends with the same
-/// one (`same`); `None` for a block no other block jumps to. The function entry's jump to
+/// For each block: the flag-setting instruction it can start by replaying, when every block
+/// that may jump to it inside the region ([`generous_successors`] `succ`) ends with the
+/// same one (`tails`, from [`flags_tail`]; compared by `same`); `None` for a block no other
+/// block jumps to. The function entry's jump to
 /// the first block does not count here (it hands over the frame's record; see
 /// `lift::lower_region`, which gives that jump its own copy of the block).
 pub fn replays(
-    blocks: &[&Block],
+    succ: &[Vec<usize>],
     tails: &[Option<iced_x86::Instruction>],
     same: impl Fn(&iced_x86::Instruction, &iced_x86::Instruction) -> bool,
 ) -> Vec<Option<iced_x86::Instruction>> {
-    let succ = generous_successors(blocks);
-    (0..blocks.len())
+    (0..succ.len())
         .map(|t| {
-            let mut from = (0..blocks.len()).filter(|&s| succ[s].contains(&t));
+            let mut from = (0..succ.len()).filter(|&s| succ[s].contains(&t));
             let first = tails[from.next()?]?;
             from.all(|s| tails[s].is_some_and(|x| same(&x, &first)))
                 .then_some(first)

@@ -138,8 +138,9 @@ pub struct Lower<'a> {
     ret_stale: bool,
     /// Emitting a cold exit: flags are folded by a helper call instead of inline code.
     pub cold: bool,
-    /// The SSE-enabled check (CR0.EM/TS clear, CR4.OSFXSR set) computed earlier on this
-    /// block's main path; CR0/CR4 change only through the trampoline, which clears it.
+    /// Set (to a constant true) once this block's main path has made the SSE-enabled check
+    /// (CR0.EM/TS clear, CR4.OSFXSR set; `assert_vec_enabled`); CR0/CR4 change only through
+    /// the trampoline, which clears it.
     sse_ok: Option<Value>,
     /// The same for VEX instructions (CR4.OSXSAVE, XCR0, CR0.TS).
     avx_ok: Option<Value>,
@@ -484,26 +485,24 @@ pub fn lower_region(
         b.def_var(ret_var, r0);
         p
     });
-    let (regs_used, keep, entry_dirty) = if region {
+    let (regs_used, keep, entry_dirty, tails, replays) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
         let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
         let regs_used = uses.iter().fold(0, |a, u| a | u.0);
         let keep = regs_used & written.iter().fold(0, |a, w| a | w);
-        let entry_dirty = crate::region::dirty_on_entry(blocks, &written, keep);
-        (regs_used, keep, entry_dirty)
+        let succ = crate::region::generous_successors(blocks);
+        let entry_dirty = crate::region::dirty_on_entry(&succ, &written, keep);
+        let tails: Vec<_> = blocks
+            .iter()
+            .map(|b| crate::region::flags_tail(b, insn::is_replayable))
+            .collect();
+        let replays = crate::region::replays(&succ, &tails, insn::same_replay);
+        (regs_used, keep, entry_dirty, tails, replays)
     } else {
-        (0, 0, vec![0; blocks.len()])
+        let none = vec![None; blocks.len()];
+        (0, 0, vec![0; blocks.len()], none.clone(), none)
     };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
-    let tails: Vec<_> = blocks
-        .iter()
-        .map(|b| crate::region::flags_tail(b, insn::is_replayable))
-        .collect();
-    let replays = if region {
-        crate::region::replays(blocks, &tails, insn::same_replay)
-    } else {
-        vec![None; blocks.len()]
-    };
     let mut members: Vec<Member> = blocks
         .iter()
         .zip(&entry_dirty)

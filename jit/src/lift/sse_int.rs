@@ -271,30 +271,21 @@ impl Lower<'_> {
     }
 
     /// The checks every SSE instruction makes (`check_sse`): CR0.EM and CR0.TS clear,
-    /// CR4.OSFXSR set — computed once per block (until a trampoline call, which may change
-    /// CR0/CR4).
-    pub(super) fn sse_enabled(&mut self) -> Value {
-        if let Some(v) = self.sse_ok {
-            return v;
-        }
+    /// CR4.OSFXSR set (made once per block by [`Self::assert_vec_enabled`]).
+    fn sse_enabled(&mut self) -> Value {
         let (cr0, cr4) = self.cr0_cr4();
         let em_ts = (ctl::CR0_EM | ctl::CR0_TS) as i64;
         let bad0 = self.b.ins().band_imm_s(cr0, em_ts);
         let ok0 = self.b.ins().icmp_imm_s(IntCC::Equal, bad0, 0);
         let fx = self.b.ins().band_imm_s(cr4, ctl::CR4_OSFXSR as i64);
         let ok4 = self.b.ins().icmp_imm_s(IntCC::NotEqual, fx, 0);
-        let ok = self.b.ins().band(ok0, ok4);
-        self.sse_ok = Some(ok);
-        ok
+        self.b.ins().band(ok0, ok4)
     }
 
     /// The checks every VEX instruction makes (`check_avx`): CR4.OSXSAVE set, XCR0 enabling
-    /// SSE and AVX state, CR0.TS clear — computed once per block like [`Self::sse_enabled`]
-    /// (XCR0 changes only through XSETBV, a trampoline call).
-    pub(super) fn avx_enabled(&mut self) -> Value {
-        if let Some(v) = self.avx_ok {
-            return v;
-        }
+    /// SSE and AVX state, CR0.TS clear (made once per block like [`Self::sse_enabled`]; XCR0
+    /// changes only through XSETBV, a trampoline call).
+    fn avx_enabled(&mut self) -> Value {
         let (cr0, cr4) = self.cr0_cr4();
         let st = self.state;
         let xcr0 = self.b.ins().load(
@@ -313,19 +304,16 @@ impl Lower<'_> {
             .ins()
             .icmp_imm_s(IntCC::Equal, x, XCR0_SSE_AVX as i64);
         let ok = self.b.ins().band(ok0, ok4);
-        let ok = self.b.ins().band(ok, okx);
-        self.avx_ok = Some(ok);
-        ok
+        self.b.ins().band(ok, okx)
     }
 
     /// Make the block's SSE check (AVX with `vex`) on the main path, once: unless the
     /// instructions are usable, leave before the current one (the interpreter runs it and
     /// raises the #UD or #NM); past that point the main path knows they are — until a
     /// trampoline call, which may change CR0/CR4 or XCR0 and resets the knowledge with
-    /// `sse_ok`/`avx_ok`. Returns the (now constant) check.
+    /// `sse_ok`/`avx_ok` (which hold nothing else). Returns the (now constant) check.
     pub(super) fn assert_vec_enabled(&mut self, vex: bool) -> Value {
-        let known = if vex { self.avx_ok } else { self.sse_ok };
-        if let Some(v) = known.filter(|&v| self.is_const_true(v)) {
+        if let Some(v) = if vex { self.avx_ok } else { self.sse_ok } {
             return v;
         }
         let ok = if vex {
@@ -341,18 +329,6 @@ impl Lower<'_> {
             self.sse_ok = Some(t);
         }
         t
-    }
-
-    /// Is `v` the constant 1 that [`Self::assert_vec_enabled`] leaves?
-    fn is_const_true(&self, v: Value) -> bool {
-        use cranelift_codegen::ir::{InstructionData, Opcode, ValueDef};
-        let ValueDef::Result(inst, _) = self.b.func.dfg.value_def(v) else {
-            return false;
-        };
-        matches!(
-            self.b.func.dfg.insts[inst],
-            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } if imm.bits() == 1
-        )
     }
 
     /// 16 bytes of `CpuState` at `off` (a register half).
@@ -487,12 +463,13 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let spec = covered(ins)?;
     let mem_n = (0..ins.op_count()).find(|&n| ins.op_kind(n) == OpKind::Memory);
     let mut ok = l.assert_vec_enabled(spec.vex.is_some());
+    // A GPR source is read on the main path (both paths then agree on its variable).
+    let gpr_src = (0..ins.op_count())
+        .find(|&n| ins.op_kind(n) == OpKind::Register && gpr_ref(ins.op_register(n)).is_some())
+        .filter(|&n| n > 0)
+        .map(|n| l.read_reg(ins.op_register(n)));
     if mem_n.is_none() {
         // Registers only: nothing else can fail, so no slow path.
-        let gpr_src = (0..ins.op_count())
-            .find(|&n| ins.op_kind(n) == OpKind::Register && gpr_ref(ins.op_register(n)).is_some())
-            .filter(|&n| n > 0)
-            .map(|n| l.read_reg(ins.op_register(n)));
         fast_path(l, ins, spec, None, gpr_src);
         l.retire();
         return Some(super::insn::Outcome::Continue);
@@ -512,11 +489,6 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         }
         host = Some((entry, a.lin));
     }
-    // A GPR source is read on the main path (both paths then agree on its variable).
-    let gpr_src = (0..ins.op_count())
-        .find(|&n| ins.op_kind(n) == OpKind::Register && gpr_ref(ins.op_register(n)).is_some())
-        .filter(|&n| n > 0)
-        .map(|n| l.read_reg(ins.op_register(n)));
     let gpr_dst = (ins.op0_kind() == OpKind::Register)
         .then(|| gpr_ref(ins.op0_register()))
         .flatten();
