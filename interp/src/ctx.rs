@@ -192,13 +192,24 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// [`Ctx::read_rmw`] for `S` bytes (1, 2, 4 or 8).
+    /// [`Ctx::read_rmw`] for `S` bytes (1, 2, 4 or 8). On a write-TLB hit inside the page the
+    /// value is read through that entry — one translation for the whole read-modify-write,
+    /// as compiled code does it (one write-TLB probe; a read-TLB entry for the page could
+    /// only differ from it if the page tables changed without a TLB flush).
     #[inline(always)]
     pub fn read_rmw_n<const S: u8>(&mut self, lin: u64) -> Result<u64, Fault> {
-        if self.cpu.tlb.lookup(lin, Access::Write).is_none() || (lin & 0xfff) + S as u64 > PAGE_SIZE
-        {
-            self.probe_write(lin, S as u64)?;
+        let off = lin & 0xfff;
+        if off + S as u64 <= PAGE_SIZE {
+            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Write) {
+                let a = (p | off) as usize;
+                if let Some(b) = self.ram.bytes().get(a..a + S as usize) {
+                    let mut v = [0u8; 8];
+                    v[..S as usize].copy_from_slice(b);
+                    return Ok(u64::from_le_bytes(v));
+                }
+            }
         }
+        self.probe_write(lin, S as u64)?;
         self.read_n::<S>(lin)
     }
 

@@ -238,3 +238,48 @@ fn a_group_is_not_trusted_after_an_eviction() {
         assert_eq!(m.cpu.state.gpr[11], 50 << 32);
     }
 }
+
+#[test]
+fn a_read_modify_write_reads_through_its_write_translation() {
+    // One translation per read-modify-write: the compiled code probes only the write TLB and
+    // reads and writes through that entry, and the interpreter reads through it too when it
+    // hits. Here the write TLB still maps P to P (a store filled it) while P's PTE points at
+    // ALT without a flush and P's read-TLB entry has been evicted (a load from Q, same slot,
+    // by an x87 load, which compiled code runs through the interpreter and then goes on):
+    // `add [rbx+8], 1` must read P, not walk the tables to ALT, in both engines.
+    let pte = PT + (P >> 12) * 8;
+    let code = assemble(|a| {
+        let mut top = a.create_label();
+        let mut next = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(qword_ptr(rbx + 16), rax)?;
+        a.jmp(next)?;
+        a.set_label(&mut next)?;
+        a.mov(qword_ptr(r8), r9)?;
+        a.fld(qword_ptr(rdx))?;
+        a.fstp(st0)?;
+        a.add(qword_ptr(rbx + 8), 1)?;
+        a.mov(qword_ptr(r8), r10)?;
+        a.invlpg(byte_ptr(rbx))?;
+        a.dec(edi)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    let setup = |m: &mut SysMachine| {
+        m.ram.write_u64(P + 8, 1).unwrap();
+        m.ram.write_u64(ALT + 8, 1 << 32).unwrap();
+        let g = &mut m.cpu.state.gpr;
+        g[reg::RBX] = P;
+        g[reg::RDX] = Q;
+        g[8] = pte;
+        g[9] = ALT | 3;
+        g[10] = P | 3;
+        g[reg::RDI] = 50;
+    };
+    assert_eq!(run(&code, &setup, 1000), ExitReason::Halt);
+    let mut m = machine(&code, &setup);
+    m.run(1_000_000);
+    // Every iteration read and wrote P; ALT was never touched.
+    assert_eq!(m.ram.read_u64(P + 8).unwrap(), 51);
+    assert_eq!(m.ram.read_u64(ALT + 8).unwrap(), 1 << 32);
+}

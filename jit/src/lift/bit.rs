@@ -166,10 +166,13 @@ fn bit_test(l: &mut Lower, ins: &Instruction, size: u8, w: i64) {
     };
     let mem = ins.op0_kind() == OpKind::Memory;
     let addr = mem.then(|| l.mem_addr(ins));
-    let a = match addr {
-        Some(addr) if m == Mnemonic::Bt => l.load(addr, size),
-        Some(addr) => l.load_rmw(addr, size),
-        None => l.read_reg(ins.op0_register()),
+    let (a, host) = match addr {
+        Some(addr) if m == Mnemonic::Bt => (l.load(addr, size), None),
+        Some(addr) => {
+            let (a, host) = l.load_rmw(addr, size);
+            (a, Some(host))
+        }
+        None => (l.read_reg(ins.op0_register()), None),
     };
     let t = l.b.ins().ushr(a, n);
     let cf = l.b.ins().band_imm_s(t, 1);
@@ -181,8 +184,8 @@ fn bit_test(l: &mut Lower, ins: &Instruction, size: u8, w: i64) {
         Mnemonic::Btc => Some(l.b.ins().bxor(a, sel)),
         _ => None,
     };
-    match (new, addr) {
-        (Some(v), Some(addr)) => l.store(addr, size, v),
+    match (new, host) {
+        (Some(v), Some(host)) => l.store_host(host, size, v),
         (Some(v), None) => l.write_reg(ins.op0_register(), v),
         _ => {}
     }

@@ -515,14 +515,15 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let size = op_size(ins, 0);
             let b = read_src(l, ins, 1, size);
             let addr = l.mem_addr(ins);
-            let a = if writes {
-                l.load_rmw(addr, size)
+            let (a, host) = if writes {
+                let (a, host) = l.load_rmw(addr, size);
+                (a, Some(host))
             } else {
-                l.load(addr, size)
+                (l.load(addr, size), None)
             };
             let (r, cin) = alu_value(l, ins.mnemonic(), op, a, b, size);
-            if writes {
-                l.store(addr, size, r);
+            if let Some(host) = host {
+                l.store_host(host, size, r);
             }
             // Flags change only once the store has succeeded.
             l.set_flags_masked(op, a, b, r, size, super::flags::written(op), cin);
@@ -532,9 +533,12 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
             let size = op_size(ins, 0);
             let mem = ins.op0_kind() == OpKind::Memory;
             let addr = mem.then(|| l.mem_addr(ins));
-            let a = match addr {
-                Some(addr) => l.load_rmw(addr, size),
-                None => l.read_reg(ins.op0_register()),
+            let (a, host) = match addr {
+                Some(addr) => {
+                    let (a, host) = l.load_rmw(addr, size);
+                    (a, Some(host))
+                }
+                None => (l.read_reg(ins.op0_register()), None),
             };
             // (result, flag record: op, a, b) — recorded after the store (precise faults).
             let (r, rec) = match m {
@@ -557,8 +561,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                     (l.zext(r, size), None)
                 }
             };
-            match addr {
-                Some(addr) => l.store(addr, size, r),
+            match host {
+                Some(host) => l.store_host(host, size, r),
                 None => l.write_reg(ins.op0_register(), r),
             }
             if let Some((op, x, y)) = rec {

@@ -412,25 +412,31 @@ impl Lower<'_> {
     /// Load `size` bytes at `a` (zero-extended). Anything but a fast-path hit leaves the block
     /// with RIP at the current instruction (see [`Lower::defer_exit`]).
     pub fn load(&mut self, a: Addr, size: u8) -> Value {
-        self.load_x(a, size, false)
+        self.load_x(a, size)
     }
 
-    /// Load the destination of a read-modify-write (it starts or joins no page group); store
-    /// the result with [`Lower::store`], whose write-TLB probe decides writability (a read-only
-    /// page misses and leaves the whole instruction to the interpreter, which raises the
-    /// write fault as its `read_op_rmw` does).
-    pub fn load_rmw(&mut self, a: Addr, size: u8) -> Value {
-        self.load_x(a, size, true)
+    /// Load the destination of a read-modify-write through the write TLB, which decides
+    /// writability before anything changes (a read-only page misses and leaves the whole
+    /// instruction to the interpreter, which raises the write fault as its `read_op_rmw`
+    /// does, and reads through the same write-TLB entry on a hit). Returns the value and the
+    /// host address, for [`Lower::store_host`] to write the result back without a second
+    /// probe.
+    pub fn load_rmw(&mut self, a: Addr, size: u8) -> (Value, Value) {
+        let tw = self.tlb_write();
+        let role = self.group_role(a.key, true);
+        let host = self.fast_path(tw, a.lin, size, role);
+        (self.load_host(host, size), host)
     }
 
-    fn load_x(&mut self, a: Addr, size: u8, rmw: bool) -> Value {
+    fn load_x(&mut self, a: Addr, size: u8) -> Value {
         let tr = self.tlb_read();
-        let role = if rmw {
-            Role::None
-        } else {
-            self.group_role(a.key, false)
-        };
+        let role = self.group_role(a.key, false);
         let host = self.fast_path(tr, a.lin, size, role);
+        self.load_host(host, size)
+    }
+
+    /// Load `size` bytes (zero-extended) at a host address.
+    fn load_host(&mut self, host: Value, size: u8) -> Value {
         match size {
             1 => self.b.ins().uload8(types::I64, guest_mem(), host, 0),
             2 => self.b.ins().uload16(types::I64, guest_mem(), host, 0),
@@ -524,6 +530,12 @@ impl Lower<'_> {
         // Write-TLB entries never point at pages holding decoded code, so the fast path
         // needs no self-modifying-code check.
         let host = self.fast_path(tw, a.lin, size, role);
+        self.store_host(host, size, v);
+    }
+
+    /// Store the low `size` bytes of `v` at a host address: a read-modify-write's destination
+    /// ([`Lower::load_rmw`]).
+    pub fn store_host(&mut self, host: Value, size: u8, v: Value) {
         match size {
             1 => self.b.ins().istore8(guest_mem(), v, host, 0),
             2 => self.b.ins().istore16(guest_mem(), v, host, 0),
