@@ -74,7 +74,7 @@ impl Default for JitConfig {
             opt_level: "none",
             loop_opt_level: "speed",
             chain: true,
-            region_blocks: 8,
+            region_blocks: 12,
             region_insns: 512,
             dag_regions: false,
             test_corrupt_rax: false,
