@@ -793,3 +793,40 @@ fn comis_fault_keeps_pending_flags() {
         assert_ne!(m.cpu.state.rflags & 0x8d5, 0, "the ADD's flags");
     }
 }
+
+/// LDMXCSR between two SSE divisions of one block: the first runs under the default
+/// environment (the fast path, rounding to nearest), the second after the block switched to
+/// rounding up, so it must leave the fast path (compiled code checks the environment once
+/// per block, until a trampolined instruction such as LDMXCSR) — 2/3 rounds differently.
+#[test]
+fn ldmxcsr_inside_a_block_ends_the_default_environment() {
+    const TWO_THIRDS_UP: u64 = 0x3fe5_5555_5555_5556;
+    const TWO_THIRDS_NEAREST: u64 = 0x3fe5_5555_5555_5555;
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.mov(rcx, 50u64)?;
+        a.mov(rbx, SCRATCH)?;
+        a.set_label(&mut top)?;
+        a.ldmxcsr(dword_ptr(rbx + 32))?;
+        a.movsd_2(xmm1, qword_ptr(rbx))?;
+        a.movsd_2(xmm2, qword_ptr(rbx + 8))?;
+        a.divsd(xmm1, xmm2)?;
+        a.ldmxcsr(dword_ptr(rbx + 36))?;
+        a.movsd_2(xmm3, qword_ptr(rbx))?;
+        a.divsd(xmm3, xmm2)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    let setup = |m: &mut TestMachine| {
+        m.load(SCRATCH, &2.0f64.to_bits().to_le_bytes());
+        m.load(SCRATCH + 8, &3.0f64.to_bits().to_le_bytes());
+        m.load(SCRATCH + 32, &0x1f80u32.to_le_bytes());
+        m.load(SCRATCH + 36, &0x5f80u32.to_le_bytes());
+    };
+    let (m, jit, _) = compare(&code, &[10_000], eager_config(), &setup);
+    assert!(jit.stats.native_insns > 0, "{:?}", jit.stats);
+    // (The state compared equal: these are both engines' results.)
+    assert_eq!(m.cpu.state.ymm[1][0], TWO_THIRDS_NEAREST);
+    assert_eq!(m.cpu.state.ymm[3][0], TWO_THIRDS_UP);
+}

@@ -144,6 +144,11 @@ pub struct Lower<'a> {
     sse_ok: Option<Value>,
     /// The same for VEX instructions (CR4.OSXSAVE, XCR0, CR0.TS).
     avx_ok: Option<Value>,
+    /// Whether MXCSR is the default environment (`sse_fp`'s fast-path condition), computed
+    /// on the main path at the block's first SSE arithmetic instruction. Only LDMXCSR,
+    /// FXRSTOR and the like change MXCSR's control bits, and they run through the
+    /// trampoline, which clears it (an SSE instruction's own slow path changes only flags).
+    mx_env: Option<Value>,
     /// Read TLB, write TLB (loaded at their first use on the main path).
     tlb_ptrs: [Option<Value>; 2],
     /// Fold constant offsets while lifting (see `Lower::offset_by`): only for a function
@@ -553,6 +558,7 @@ pub fn lower_region(
         cold: false,
         sse_ok: None,
         avx_ok: None,
+        mx_env: None,
         tlb_ptrs: [None; 2],
         fold_offsets,
         sigs,
@@ -772,6 +778,7 @@ impl Lower<'_> {
         let l = self;
         l.sse_ok = None;
         l.avx_ok = None;
+        l.mx_env = None;
         l.end_groups();
         let later = group::later_bases(&block.insns);
         let n = block.insns.len();
@@ -1283,6 +1290,7 @@ impl Lower<'_> {
         self.end_groups();
         self.sse_ok = None;
         self.avx_ok = None;
+        self.mx_env = None;
         self.k = 0;
         self.ret_stale = false;
         if let Some(p) = self.retired_ptr {

@@ -54,6 +54,7 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
         l.rip_in_memory,
         l.sse_ok,
         l.avx_ok,
+        l.mx_env,
     );
     l.loaded = 0;
     l.dirty = 0;
@@ -69,6 +70,7 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
         l.rip_in_memory,
         l.sse_ok,
         l.avx_ok,
+        l.mx_env,
     ) = saved;
     l.cold = false;
     l.b.switch_to_block(cont);

@@ -255,11 +255,19 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let st = l.state;
     let mx = l.b.ins().load(types::I32, host_mem(), st, OFF_MXCSR);
     if spec.needs_env() {
-        // Masks all set, RC nearest, no DAZ/FTZ (`host_quick::default_env`).
-        let masks = (mxcsr::FLAGS << mxcsr::MASK_SHIFT) as i64;
-        let control = ((3 << mxcsr::RC_SHIFT) | mxcsr::FTZ | mxcsr::DAZ) as i64;
-        let m = l.b.ins().band_imm_s(mx, masks | control);
-        let env = l.b.ins().icmp_imm_s(IntCC::Equal, m, masks);
+        // Masks all set, RC nearest, no DAZ/FTZ (`host_quick::default_env`); once per block
+        // (see `Lower::mx_env`).
+        let env = match l.mx_env {
+            Some(env) => env,
+            None => {
+                let masks = (mxcsr::FLAGS << mxcsr::MASK_SHIFT) as i64;
+                let control = ((3 << mxcsr::RC_SHIFT) | mxcsr::FTZ | mxcsr::DAZ) as i64;
+                let m = l.b.ins().band_imm_s(mx, masks | control);
+                let env = l.b.ins().icmp_imm_s(IntCC::Equal, m, masks);
+                l.mx_env = Some(env);
+                env
+            }
+        };
         ok = l.b.ins().band(ok, env);
     }
     if matches!(spec.op, Op::Fma { .. }) {
