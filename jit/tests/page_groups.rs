@@ -184,6 +184,29 @@ fn far_members_outside_the_page_probe_the_tlb_or_fault_like_the_interpreter() {
     assert!(jit.stats.accesses_deferred < 20, "{}", jit.stats.summary());
 }
 
+/// The remapping tests' start: P+8 holds 1, ALT+8 holds 1 << 32; RBX = P, RDX = Q, R8 = P's
+/// PTE, R9 = that PTE pointing at ALT, R10 = the PTE pointing back at P, EDI = 50 iterations.
+fn remap_setup(m: &mut SysMachine) {
+    m.ram.write_u64(P + 8, 1).unwrap();
+    m.ram.write_u64(ALT + 8, 1 << 32).unwrap();
+    let g = &mut m.cpu.state.gpr;
+    g[reg::RBX] = P;
+    g[reg::RDX] = Q;
+    g[8] = PT + (P >> 12) * 8;
+    g[9] = ALT | 3;
+    g[10] = P | 3;
+    g[reg::RDI] = 50;
+}
+
+/// Run `code` from [`remap_setup`] in both engines (compared, to HLT), then in the interpreter
+/// alone; that machine.
+fn remap_run(code: &[u8]) -> SysMachine {
+    assert_eq!(run(code, &remap_setup, 1000), ExitReason::Halt);
+    let mut m = machine(code, &remap_setup);
+    m.run(1_000_000);
+    m
+}
+
 #[test]
 fn a_group_is_not_trusted_after_an_eviction() {
     // In one block: a load from P (hits: the previous block filled it) starts a group; P's
@@ -191,7 +214,6 @@ fn a_group_is_not_trusted_after_an_eviction() {
     // natively lowered load, or x87 and SSE loads that run in the interpreter); the next load
     // from P misses in the interpreter, which walks and reads ALT. The JIT must do the same
     // (a group whose entry may be gone is not used).
-    let pte = PT + (P >> 12) * 8;
     type Evict = dyn Fn(&mut CodeAssembler) -> Result<(), IcedError>;
     let evictors: [Box<Evict>; 3] = [
         Box::new(|a| a.mov(rcx, qword_ptr(rdx))),
@@ -220,20 +242,7 @@ fn a_group_is_not_trusted_after_an_eviction() {
             a.jnz(top)?;
             a.hlt()
         });
-        let setup = |m: &mut SysMachine| {
-            m.ram.write_u64(P + 8, 1).unwrap();
-            m.ram.write_u64(ALT + 8, 1 << 32).unwrap();
-            let g = &mut m.cpu.state.gpr;
-            g[reg::RBX] = P;
-            g[reg::RDX] = Q;
-            g[8] = pte;
-            g[9] = ALT | 3;
-            g[10] = P | 3;
-            g[reg::RDI] = 50;
-        };
-        assert_eq!(run(&code, &setup, 1000), ExitReason::Halt);
-        let mut m = machine(&code, &setup);
-        m.run(1_000_000);
+        let m = remap_run(&code);
         // Every iteration read ALT's value.
         assert_eq!(m.cpu.state.gpr[11], 50 << 32);
     }
@@ -247,7 +256,6 @@ fn a_read_modify_write_reads_through_its_write_translation() {
     // ALT without a flush and P's read-TLB entry has been evicted (a load from Q, same slot,
     // by an x87 load, which compiled code runs through the interpreter and then goes on):
     // `add [rbx+8], 1` must read P, not walk the tables to ALT, in both engines.
-    let pte = PT + (P >> 12) * 8;
     let code = assemble(|a| {
         let mut top = a.create_label();
         let mut next = a.create_label();
@@ -265,20 +273,7 @@ fn a_read_modify_write_reads_through_its_write_translation() {
         a.jnz(top)?;
         a.hlt()
     });
-    let setup = |m: &mut SysMachine| {
-        m.ram.write_u64(P + 8, 1).unwrap();
-        m.ram.write_u64(ALT + 8, 1 << 32).unwrap();
-        let g = &mut m.cpu.state.gpr;
-        g[reg::RBX] = P;
-        g[reg::RDX] = Q;
-        g[8] = pte;
-        g[9] = ALT | 3;
-        g[10] = P | 3;
-        g[reg::RDI] = 50;
-    };
-    assert_eq!(run(&code, &setup, 1000), ExitReason::Halt);
-    let mut m = machine(&code, &setup);
-    m.run(1_000_000);
+    let m = remap_run(&code);
     // Every iteration read and wrote P; ALT was never touched.
     assert_eq!(m.ram.read_u64(P + 8).unwrap(), 51);
     assert_eq!(m.ram.read_u64(ALT + 8).unwrap(), 1 << 32);
