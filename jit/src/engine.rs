@@ -41,8 +41,9 @@ pub struct JitConfig {
     /// Let compiled blocks jump to their compiled successors directly (`crate::chain`);
     /// `false` returns to the dispatcher after every block (same results, for comparison).
     pub chain: bool,
-    /// Most guest blocks compiled into one function (a region: the hot block and the blocks
-    /// of its code page its branches reach, that have run before); 1 compiles single blocks.
+    /// Most guest blocks the region search collects (the hot block and the blocks of its code
+    /// page its branches reach, that have run before; the function keeps those on loops
+    /// through the hot block, see `region_shape`); 1 compiles single blocks.
     pub region_blocks: usize,
     /// Most guest instructions in one region.
     pub region_insns: usize,
