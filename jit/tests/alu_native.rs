@@ -590,3 +590,46 @@ fn zeroing_idioms() {
     ];
     check(&ops, &random_rec);
 }
+
+/// Byte and word register writes (merged into the old value) read back by MOVZX of the same
+/// and other widths, and by 32/64-bit uses: compiled code takes the written part directly
+/// only where the merge leaves exactly it in the low bytes (`Lower::zext`).
+#[test]
+fn partial_register_writes_read_back() {
+    let ops = ops![
+        |a: &mut CodeAssembler| {
+            a.cmp(rax, rdx)?;
+            a.setg(al)?;
+            a.setl(dl)?;
+            a.movzx(eax, al)?;
+            a.movzx(edx, dl)?;
+            a.sub(eax, edx)
+        },
+        |a: &mut CodeAssembler| {
+            a.mov(al, cl)?;
+            a.movzx(edx, ax)?;
+            a.movzx(esi, al)
+        },
+        |a: &mut CodeAssembler| {
+            a.mov(ah, cl)?;
+            a.movzx(edx, al)?;
+            a.movzx(esi, ax)?;
+            a.movzx(edi, ah)
+        },
+        |a: &mut CodeAssembler| {
+            a.mov(ax, cx)?;
+            a.movzx(edx, al)?;
+            a.movzx(esi, ax)?;
+            a.mov(r8d, eax)
+        },
+        |a: &mut CodeAssembler| {
+            a.test(ecx, ecx)?;
+            a.setne(dl)?;
+            a.mov(dh, al)?;
+            a.movzx(esi, dl)?;
+            a.movzx(r8d, dx)?;
+            a.add(rdx, rsi)
+        },
+    ];
+    check(&ops, &random_rec);
+}

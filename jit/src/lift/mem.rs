@@ -144,6 +144,9 @@ impl Lower<'_> {
         if size >= 8 || self.known_bits(v) <= u32::from(size) * 8 {
             return v;
         }
+        if let Some(part) = self.merged_low_part(v, size) {
+            return part;
+        }
         let here = self.b.current_block();
         if let Some(&(_, _, _, r)) = self
             .zext_memo
@@ -160,6 +163,37 @@ impl Lower<'_> {
             self.zext_memo.push((blk, v, size, r));
         }
         r
+    }
+
+    /// When `v` is an 8/16-bit register write's merge ([`Lower::write_reg`]: `(old & keep) |
+    /// part`, `keep` clearing at least the low `size` bytes) and `part` has no bits above
+    /// them: `part`, the low `size` bytes of `v` (SETcc into AL and then MOVZX EAX, AL reads
+    /// back what the SETcc wrote).
+    fn merged_low_part(&self, v: Value, size: u8) -> Option<Value> {
+        let InstructionData::Binary {
+            opcode: Opcode::Bor,
+            args: [keep, part],
+        } = self.defining(v)?
+        else {
+            return None;
+        };
+        let InstructionData::Binary {
+            opcode: Opcode::Band,
+            args: [_, k],
+        } = self.defining(keep)?
+        else {
+            return None;
+        };
+        let InstructionData::UnaryImm {
+            opcode: Opcode::Iconst,
+            imm,
+        } = self.defining(k)?
+        else {
+            return None;
+        };
+        let low = (1u64 << (u32::from(size) * 8)) - 1;
+        ((imm.bits() as u64) & low == 0 && self.known_bits(part) <= u32::from(size) * 8)
+            .then_some(part)
     }
 
     fn zext_uncached(&mut self, v: Value, size: u8) -> Value {
