@@ -105,21 +105,28 @@ impl<'a> Ctx<'a> {
     /// everything else out of line.
     #[inline(always)]
     pub fn read_n<const S: u8>(&mut self, lin: u64) -> Result<u64, Fault> {
-        let off = lin & 0xfff;
-        if off + S as u64 <= PAGE_SIZE {
-            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Read) {
-                let a = (p | off) as usize;
-                if let Some(b) = self.ram.bytes().get(a..a + S as usize) {
-                    return Ok(match S {
-                        1 => b[0] as u64,
-                        2 => u16::from_le_bytes([b[0], b[1]]) as u64,
-                        4 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
-                        _ => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-                    });
-                }
-            }
+        match self.read_hit::<S>(lin, Access::Read) {
+            Some(v) => Ok(v),
+            None => self.read_cold(lin, S),
         }
-        self.read_cold(lin, S)
+    }
+
+    /// `S` bytes (1, 2, 4 or 8) at `lin` when they lie in one page that hits in the
+    /// `access` TLB (read, or write for a read-modify-write) and in RAM.
+    #[inline(always)]
+    fn read_hit<const S: u8>(&self, lin: u64, access: Access) -> Option<u64> {
+        let off = lin & 0xfff;
+        if off + S as u64 > PAGE_SIZE {
+            return None;
+        }
+        let a = (self.cpu.tlb.lookup(lin, access)? | off) as usize;
+        let b = self.ram.bytes().get(a..a + S as usize)?;
+        Some(match S {
+            1 => b[0] as u64,
+            2 => u16::from_le_bytes([b[0], b[1]]) as u64,
+            4 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
+            _ => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        })
     }
 
     #[inline(never)]
@@ -198,16 +205,8 @@ impl<'a> Ctx<'a> {
     /// only differ from it if the page tables changed without a TLB flush).
     #[inline(always)]
     pub fn read_rmw_n<const S: u8>(&mut self, lin: u64) -> Result<u64, Fault> {
-        let off = lin & 0xfff;
-        if off + S as u64 <= PAGE_SIZE {
-            if let Some(p) = self.cpu.tlb.lookup(lin, Access::Write) {
-                let a = (p | off) as usize;
-                if let Some(b) = self.ram.bytes().get(a..a + S as usize) {
-                    let mut v = [0u8; 8];
-                    v[..S as usize].copy_from_slice(b);
-                    return Ok(u64::from_le_bytes(v));
-                }
-            }
+        if let Some(v) = self.read_hit::<S>(lin, Access::Write) {
+            return Ok(v);
         }
         self.probe_write(lin, S as u64)?;
         self.read_n::<S>(lin)

@@ -170,30 +170,30 @@ impl Lower<'_> {
     /// them: `part`, the low `size` bytes of `v` (SETcc into AL and then MOVZX EAX, AL reads
     /// back what the SETcc wrote).
     fn merged_low_part(&self, v: Value, size: u8) -> Option<Value> {
-        let InstructionData::Binary {
-            opcode: Opcode::Bor,
-            args: [keep, part],
-        } = self.defining(v)?
-        else {
-            return None;
-        };
-        let InstructionData::Binary {
-            opcode: Opcode::Band,
-            args: [_, k],
-        } = self.defining(keep)?
-        else {
-            return None;
-        };
-        let InstructionData::UnaryImm {
-            opcode: Opcode::Iconst,
-            imm,
-        } = self.defining(k)?
-        else {
-            return None;
-        };
+        let [keep, part] = self.binary_of(v, Opcode::Bor)?;
+        let [_, k] = self.binary_of(keep, Opcode::Band)?;
         let low = (1u64 << (u32::from(size) * 8)) - 1;
-        ((imm.bits() as u64) & low == 0 && self.known_bits(part) <= u32::from(size) * 8)
-            .then_some(part)
+        let bits = u32::from(size) * 8;
+        ((self.const_of(k)? as u64) & low == 0 && self.known_bits(part) <= bits).then_some(part)
+    }
+
+    /// The operands of `v`, when a binary `opcode` instruction defines it.
+    fn binary_of(&self, v: Value, opcode: Opcode) -> Option<[Value; 2]> {
+        match self.defining(v)? {
+            InstructionData::Binary { opcode: o, args } if o == opcode => Some(args),
+            _ => None,
+        }
+    }
+
+    /// The constant `v` is, when an `iconst` defines it.
+    fn const_of(&self, v: Value) -> Option<i64> {
+        match self.defining(v)? {
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } => Some(imm.bits()),
+            _ => None,
+        }
     }
 
     fn zext_uncached(&mut self, v: Value, size: u8) -> Value {
@@ -410,20 +410,9 @@ impl Lower<'_> {
 
     /// `v` as `x + constant` when an add of a constant defines it (a displacement).
     fn base_and_offset(&self, v: Value) -> Option<(Value, i64)> {
-        let Some(InstructionData::Binary {
-            opcode: Opcode::Iadd,
-            args: [x, k],
-        }) = self.defining(v)
-        else {
-            return None;
-        };
-        match self.defining(k) {
-            Some(InstructionData::UnaryImm {
-                opcode: Opcode::Iconst,
-                imm,
-            }) if self.b.func.dfg.value_type(v) == types::I64 => Some((x, imm.bits())),
-            _ => None,
-        }
+        let [x, k] = self.binary_of(v, Opcode::Iadd)?;
+        let k = self.const_of(k)?;
+        (self.b.func.dfg.value_type(v) == types::I64).then_some((x, k))
     }
 
     /// `v + c`. When `v` is itself `x + constant` (a displacement), the constants are
@@ -446,7 +435,8 @@ impl Lower<'_> {
     /// Load `size` bytes at `a` (zero-extended). Anything but a fast-path hit leaves the block
     /// with RIP at the current instruction (see [`Lower::defer_exit`]).
     pub fn load(&mut self, a: Addr, size: u8) -> Value {
-        self.load_x(a, size)
+        let host = self.access_host(a, size, false);
+        self.load_host(host, size)
     }
 
     /// Load the destination of a read-modify-write through the write TLB, which decides
@@ -456,17 +446,22 @@ impl Lower<'_> {
     /// host address, for [`Lower::store_host`] to write the result back without a second
     /// probe.
     pub fn load_rmw(&mut self, a: Addr, size: u8) -> (Value, Value) {
-        let tw = self.tlb_write();
-        let role = self.group_role(a.key, true);
-        let host = self.fast_path(tw, a.lin, size, role);
+        let host = self.access_host(a, size, true);
         (self.load_host(host, size), host)
     }
 
-    fn load_x(&mut self, a: Addr, size: u8) -> Value {
-        let tr = self.tlb_read();
-        let role = self.group_role(a.key, false);
-        let host = self.fast_path(tr, a.lin, size, role);
-        self.load_host(host, size)
+    /// The host address of an access of `size` bytes at `a` through the read or the `write`
+    /// TLB (its page group's, or a probe of its own; see [`Lower::fast_path`]), made current.
+    /// Write-TLB entries never point at pages holding decoded code, so a write's fast path
+    /// needs no self-modifying-code check.
+    fn access_host(&mut self, a: Addr, size: u8, write: bool) -> Value {
+        let table = if write {
+            self.tlb_write()
+        } else {
+            self.tlb_read()
+        };
+        let role = self.group_role(a.key, write);
+        self.fast_path(table, a.lin, size, role)
     }
 
     /// Load `size` bytes (zero-extended) at a host address.
@@ -559,11 +554,7 @@ impl Lower<'_> {
     /// crossing, a device, a page holding decoded code, a fault) leaves the block with RIP at
     /// the current instruction (see [`Lower::defer_exit`]); nothing is left to test after it.
     pub fn store(&mut self, a: Addr, size: u8, v: Value) {
-        let tw = self.tlb_write();
-        let role = self.group_role(a.key, true);
-        // Write-TLB entries never point at pages holding decoded code, so the fast path
-        // needs no self-modifying-code check.
-        let host = self.fast_path(tw, a.lin, size, role);
+        let host = self.access_host(a, size, true);
         self.store_host(host, size, v);
     }
 

@@ -773,13 +773,21 @@ impl From<Rip> for Exit {
 }
 
 impl Lower<'_> {
+    /// Forget what the main path has established about machine state (the SSE/AVX and MXCSR
+    /// checks, the page groups' TLB hits): at a guest block's start, whose IR block the
+    /// earlier checks need not dominate, and after a trampoline call, whose handler may have
+    /// changed any of it.
+    fn forget_machine_facts(&mut self) {
+        self.sse_ok = None;
+        self.avx_ok = None;
+        self.mx_env = None;
+        self.end_groups();
+    }
+
     /// Lower the instructions of one guest block at the current position, with its exits.
     fn lower_insns(&mut self, block: &Block, native: bool) {
         let l = self;
-        l.sse_ok = None;
-        l.avx_ok = None;
-        l.mx_env = None;
-        l.end_groups();
+        l.forget_machine_facts();
         let later = group::later_bases(&block.insns);
         let n = block.insns.len();
         let mut ended = false;
@@ -1285,12 +1293,9 @@ impl Lower<'_> {
     /// it is not NEXT.
     fn exec_call(&mut self, d: &DecodedInsn) {
         let status = self.call_exec_insn(d);
-        // The handler may have changed CR0/CR4 (CLTS, MOV CR): check SSE state again; it may
-        // have filled or flushed the TLB: end the page groups.
-        self.end_groups();
-        self.sse_ok = None;
-        self.avx_ok = None;
-        self.mx_env = None;
+        // The handler may have changed CR0/CR4 (CLTS, MOV CR), XCR0 or MXCSR, and filled or
+        // flushed the TLB.
+        self.forget_machine_facts();
         self.k = 0;
         self.ret_stale = false;
         if let Some(p) = self.retired_ptr {
