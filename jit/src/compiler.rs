@@ -24,9 +24,10 @@ use lockstep_interp::CpuState;
 /// [`Compiler::enter`].
 pub type BlockFn = *const u8;
 
-/// The C-convention entry: `enter(state, frame, block, check) -> exit word`, `check` being the
-/// block's check word (`chain::block_check`: the dispatcher has just made its entry check).
-pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn, u64) -> u64;
+/// The C-convention entry: `enter(state, frame, block, check, rip) -> exit word`, `check` being
+/// the block's check word (`chain::block_check`: the dispatcher has just made its entry check)
+/// and `rip` the RIP entered (the function's first block's, or a member entry's).
+pub type EnterFn = unsafe extern "C" fn(*mut CpuState, *mut Frame, BlockFn, u64, u64) -> u64;
 
 /// A block defined in the module (callable once finalised).
 pub struct Compiled {
@@ -34,6 +35,8 @@ pub struct Compiled {
     /// The Cranelift IR, when asked for (verify mode); keeping it changes no code.
     pub ir: Option<String>,
     pub stats: LowerStats,
+    /// Region members the function may also be entered at (`lift::Lowered::member_entries`).
+    pub member_entries: Vec<usize>,
     pub code_bytes: usize,
 }
 
@@ -238,14 +241,15 @@ fn make_enter(
 ) -> EnterFn {
     let cc = module.isa().default_call_conv();
     let mut sig = Signature::new(cc);
-    for _ in 0..4 {
+    for _ in 0..5 {
         sig.params.push(AbiParam::new(types::I64));
     }
     sig.returns.push(AbiParam::new(types::I64));
     let id = define_small(module, ctx, fctx, "enter", sig, |b, p| {
         let bsig = b.import_signature(lift::block_signature(CallConv::Tail));
-        // The dispatcher has just made the entry check: `entered` is the block's check word.
-        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1], p[3]]);
+        // The dispatcher has just made the entry check: `entered` is the block's check word;
+        // `rip` the RIP entered.
+        let call = b.ins().call_indirect(bsig, p[2], &[p[0], p[1], p[3], p[4]]);
         let r = b.inst_results(call)[0];
         b.ins().return_(&[r]);
     });
@@ -344,7 +348,7 @@ impl Compiler {
         };
         let fold = level == cranelift_codegen::settings::OptLevel::None;
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
-        let stats = lift::lower_region(
+        let lowered = lift::lower_region(
             builder,
             blocks,
             native,
@@ -441,7 +445,8 @@ impl Compiler {
         Ok(Compiled {
             id,
             ir,
-            stats,
+            stats: lowered.stats,
+            member_entries: lowered.member_entries,
             code_bytes,
         })
     }

@@ -25,10 +25,10 @@ use cranelift_codegen::ir::{types, AbiParam, Signature};
 use cranelift_codegen::isa::CallConv;
 
 /// `hop(state, frame, entered, target, set, retired) -> exit word`, `tail` convention (so that
-/// exits tail-call it and it tail-calls the target).
+/// exits tail-call it and it tail-calls the target): a block's parameters (`target` is the
+/// `rip` the target is entered at) and two more.
 pub fn hop_signature() -> Signature {
     let mut s = block_signature(CallConv::Tail);
-    s.params.push(AbiParam::new(types::I64));
     s.params.push(AbiParam::new(types::I64));
     s.params.push(AbiParam::new(types::I64));
     s
@@ -38,8 +38,8 @@ pub fn hop_signature() -> Signature {
 /// `func` field). The `tail` convention passes `state, frame, entered, target, set,
 /// retired` ([`hop_signature`]) in RDI, RSI, RDX, RCX, R8, R9 (no stack arguments, so its
 /// `ret` is the one the exit would have made); it touches only RAX, R9, R10 and flags
-/// (caller-saved in that convention), not RBP or RSP, and leaves RDI, RSI and RDX — the
-/// target's arguments — as they came.
+/// (caller-saved in that convention), not RBP or RSP, and leaves RDI, RSI, RDX and RCX —
+/// the target's arguments `state, frame, entered, rip` — as they came.
 pub fn hop_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     use iced_x86::code_asm::*;
     let mut a = CodeAssembler::new(64)?;

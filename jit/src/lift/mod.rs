@@ -206,14 +206,15 @@ pub struct Lower<'a> {
     members_in_region: usize,
 }
 
-/// Signature of a block: `(state, frame, entered) -> exit word` (see [`ret`]); `entered`
+/// Signature of a block: `(state, frame, entered, rip) -> exit word` (see [`ret`]); `entered`
 /// equal to the block's check word (`chain::block_check`): skip the entry check (see
-/// [`entry_check`]).
+/// [`entry_check`]); `rip`: the guest RIP the function is entered at — its first block's, or
+/// one of its member entries' (see [`Lowered::member_entries`]).
 pub fn block_signature(call_conv: CallConv) -> Signature {
     let mut s = Signature::new(call_conv);
-    s.params.push(AbiParam::new(types::I64));
-    s.params.push(AbiParam::new(types::I64));
-    s.params.push(AbiParam::new(types::I64));
+    for _ in 0..4 {
+        s.params.push(AbiParam::new(types::I64));
+    }
     s.returns.push(AbiParam::new(types::I64));
     s
 }
@@ -372,9 +373,7 @@ const FLAG_RECORD: [i32; 5] = [
 /// record on need not store it again (see [`Lower::store_flags_for_exit`]).
 fn entry_check(
     b: &mut FunctionBuilder<'_>,
-    state: Value,
-    frame: Value,
-    entered: Value,
+    [state, frame, entered, rip]: [Value; 4],
     entry: &Block,
     ram_base: u64,
 ) -> [Value; 5] {
@@ -423,14 +422,9 @@ fn entry_check(
     b.seal_block(fail);
     b.seal_block(body);
     b.switch_to_block(fail);
-    let word = match ret::pack(ret::DISPATCH, key.rip, 0) {
-        Some(w) => b.ins().iconst(types::I64, w as i64),
-        None => {
-            let rip = b.ins().iconst(types::I64, key.rip as i64);
-            b.ins().store(host_mem(), rip, state, OFF_RIP);
-            b.ins().iconst(types::I64, ret::DISPATCH as i64)
-        }
-    };
+    // Back to the dispatcher at the RIP entered (the first block's or a member entry's).
+    b.ins().store(host_mem(), rip, state, OFF_RIP);
+    let word = b.ins().iconst(types::I64, ret::DISPATCH as i64);
     b.ins().return_(&[word]);
     b.switch_to_block(body);
     FLAG_RECORD.map(|off| ld(b, frame, off))
@@ -463,7 +457,7 @@ pub fn lower_region(
     native: bool,
     target: LowerTarget,
     sig_for: impl Fn(&mut FunctionBuilder<'_>) -> HelperSigs,
-) -> LowerStats {
+) -> Lowered {
     let LowerTarget {
         frontend,
         chain_table,
@@ -477,8 +471,9 @@ pub fn lower_region(
     let state = b.block_params(entry)[0];
     let frame = b.block_params(entry)[1];
     let entered = b.block_params(entry)[2];
+    let rip_in = b.block_params(entry)[3];
     let sigs = sig_for(&mut b);
-    let incoming = entry_check(&mut b, state, frame, entered, blocks[0], ram_base);
+    let incoming = entry_check(&mut b, [state, frame, entered, rip_in], blocks[0], ram_base);
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let region = crate::region::is_region(blocks);
@@ -542,6 +537,23 @@ pub fn lower_region(
         members.push(copy);
         order.push(blocks[0]);
     }
+    // Member entries: the function entered at another member's RIP (a jump into the loop
+    // from outside it) starts at that member, which takes the handed-over flag record as the
+    // first block does. Not a member that replays flags (its entry would have no record to
+    // replay), nor one whose check word differs from the first block's (the function's entry
+    // check must cover it).
+    let member_entries: Vec<usize> = if crate::region::is_region(blocks) {
+        let check = crate::chain::block_check(blocks[0]);
+        (1..members_in_region)
+            .filter(|&i| {
+                members[i].replay.is_none()
+                    && check != u64::MAX
+                    && crate::chain::block_check(blocks[i]) == check
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut l = Lower {
         b,
         state,
@@ -610,22 +622,34 @@ pub fn lower_region(
         // flags before it writes them all.
         let z = l.iconst(0);
         l.region_zero = Some(z);
-        for v in edge.a.iter() {
-            l.b.def_var(*v, z);
-        }
-        if l.members[0].lazy_flags {
-            for (v, &x) in edge.b.iter().zip(incoming.iter()) {
-                l.b.def_var(*v, x);
+        let first = if peel { members_in_region } else { 0 };
+        if !member_entries.is_empty() {
+            let main = l.b.create_block();
+            let other = l.b.create_block();
+            let at_first =
+                l.b.ins()
+                    .icmp_imm_s(IntCC::Equal, rip_in, l.members[0].rip as i64);
+            l.b.ins().brif(at_first, main, &[], other, &[]);
+            l.b.seal_block(other);
+            l.b.switch_to_block(other);
+            let mut switch = cranelift_frontend::Switch::new();
+            let mut starts = Vec::new();
+            for &i in &member_entries {
+                let start = l.b.create_block();
+                switch.set_entry(l.members[i].rip as u128, start);
+                starts.push((i, start));
             }
-        } else {
-            for v in edge.b.iter() {
-                l.b.def_var(*v, z);
+            switch.emit(&mut l.b, rip_in, main);
+            for (i, start) in starts {
+                l.b.seal_block(start);
+                l.b.switch_to_block(start);
+                l.enter_member(i, &edge, incoming);
             }
-            l.fold_incoming(incoming);
+            l.b.seal_block(main);
+            l.b.switch_to_block(main);
         }
+        l.enter_member(first, &edge, incoming);
         l.edge = Some(edge);
-        let first = l.member_block(if peel { members_in_region } else { 0 });
-        l.b.ins().jump(first, &[]);
         while let Some(i) = l.work.pop() {
             let blk = l.members[i].ir.expect("queued blocks have an IR block");
             l.b.switch_to_block(blk);
@@ -668,7 +692,21 @@ pub fn lower_region(
     drop_unused_loads(l.b.func, &incoming);
     let stats = l.stats;
     l.b.finalize(frontend);
-    stats
+    Lowered {
+        stats,
+        member_entries,
+    }
+}
+
+/// What [`lower_region`] made.
+pub struct Lowered {
+    pub stats: LowerStats,
+    /// Region members (indices into its blocks, never 0) the function may also be entered at,
+    /// with their RIP as its `rip` argument: a member that does not replay flags, in the
+    /// first block's page with the same check word (so the function's entry check covers
+    /// it). Their cache entries can run this function instead of compiling their own (see
+    /// `Jit::promote`).
+    pub member_entries: Vec<usize>,
 }
 
 /// Remove the loads defining `values` that no instruction uses. Cranelift keeps every load
@@ -856,6 +894,30 @@ impl Lower<'_> {
                 l.emit_exit(None, ret::DISPATCH);
             }
         }
+    }
+
+    /// From the function's entry into region member `i` (the first block, its entry copy, or
+    /// a member entry): the member starts with the flag record a chained jump handed over, as if
+    /// a region edge had brought it — in the edge's status slot, or folded into RFLAGS if the
+    /// member reads flags before it writes them all (a member that replays is never entered
+    /// this way).
+    fn enter_member(&mut self, i: usize, edge: &EdgeVars, incoming: [Value; 5]) {
+        let z = self.region_zero.expect("region set up");
+        for v in edge.a.iter() {
+            self.b.def_var(*v, z);
+        }
+        if self.members[i].lazy_flags {
+            for (v, &x) in edge.b.iter().zip(incoming.iter()) {
+                self.b.def_var(*v, x);
+            }
+        } else {
+            for v in edge.b.iter() {
+                self.b.def_var(*v, z);
+            }
+            self.fold_incoming(incoming);
+        }
+        let target = self.member_block(i);
+        self.b.ins().jump(target, &[]);
     }
 
     /// The IR block of region member `i` (created, and queued for lowering, on first use).
