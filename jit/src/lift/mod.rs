@@ -542,7 +542,7 @@ pub fn lower_region(
     // first block does. Not a member that replays flags (its entry would have no record to
     // replay), nor one whose check word differs from the first block's (the function's entry
     // check must cover it).
-    let member_entries: Vec<usize> = if crate::region::is_region(blocks) {
+    let member_entries: Vec<usize> = if region {
         let check = crate::chain::block_check(blocks[0]);
         (1..members_in_region)
             .filter(|&i| {
@@ -617,9 +617,8 @@ pub fn lower_region(
             a: decl(),
             b: decl(),
         };
-        // The entry starts with the flag record a chained jump handed over, as if a region
-        // edge had: in the edge's status slot, or folded into RFLAGS if the entry block reads
-        // flags before it writes them all.
+        // The entry goes to the first block, or to the member entry `rip` names, which starts
+        // with the flag record a chained jump handed over (`enter_member`).
         let z = l.iconst(0);
         l.region_zero = Some(z);
         let first = if peel { members_in_region } else { 0 };
