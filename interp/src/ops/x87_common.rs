@@ -138,6 +138,7 @@ pub fn set_status(f: &mut X87State, flags: u16, cc_mask: u16) -> bool {
 
 /// The last-instruction pointer: every non-control instruction records its address; an
 /// unmasked exception also records FOP and (for memory operands) FDP.
+#[inline]
 pub fn record(x: &mut Ctx, ins: &Instruction, exception: bool, mem: Option<u64>) {
     x.cpu.state.x87.fip = ins.ip();
     if exception {
@@ -150,6 +151,8 @@ pub fn record(x: &mut Ctx, ins: &Instruction, exception: bool, mem: Option<u64>)
 
 /// FOP: the low 3 bits of the D8..DF opcode byte and the ModR/M byte, read back from the
 /// instruction bytes (only needed when an unmasked exception is recorded).
+#[cold]
+#[inline(never)]
 fn fop(x: &mut Ctx, ins: &Instruction) -> u16 {
     let mut b = [0u8; 15];
     let len = ins.len().min(15);

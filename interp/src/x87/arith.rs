@@ -59,7 +59,16 @@ pub fn propagate1(a: F80) -> Res {
 /// Common checks of a two-operand arithmetic operation. `Err` is the final result (invalid
 /// encoding or NaN); `Ok(de)` means both operands are numbers, `de` holding DE if one is a
 /// denormal.
+#[inline]
 pub fn check2(a: F80, b: F80) -> Result<u16, Res> {
+    if a.is_normal() && b.is_normal() {
+        return Ok(0);
+    }
+    check2_special(a, b)
+}
+
+/// [`check2`] when an operand is not a normal number.
+fn check2_special(a: F80, b: F80) -> Result<u16, Res> {
     let (ca, cb) = (a.class(), b.class());
     if ca == Class::Unsupported || cb == Class::Unsupported {
         return Err((F80::INDEFINITE, sw::IE));
@@ -110,31 +119,46 @@ pub fn add(a: F80, b: F80, negate_b: bool, env: &Env) -> Res {
         Err(r) => return r,
     };
     let b = if negate_b { b.negated() } else { b };
+    let zero_sign_diff = env.rc == super::float::rc::DOWN;
+    if !(a.is_normal() && b.is_normal()) {
+        if let Some(r) = add_special(a, b, de, zero_sign_diff, env) {
+            return r;
+        }
+    }
+    add_finite(a, b, de, zero_sign_diff, env)
+}
+
+/// The cases of [`add`] with an infinity or a zero operand (`None`: both finite non-zero).
+fn add_special(a: F80, b: F80, de: u16, zero_sign_diff: bool, env: &Env) -> Option<Res> {
     if is_inf(a) || is_inf(b) {
         if is_inf(a) && is_inf(b) && a.sign() != b.sign() {
-            return (F80::INDEFINITE, sw::IE | de);
+            return Some((F80::INDEFINITE, sw::IE | de));
         }
-        return (if is_inf(a) { a } else { b }, de);
+        return Some((if is_inf(a) { a } else { b }, de));
     }
-    let zero_sign_diff = env.rc == super::float::rc::DOWN;
     if is_zero(a) && is_zero(b) {
         let s = if a.sign() == b.sign() {
             a.sign()
         } else {
             zero_sign_diff
         };
-        return (F80::zero(s), de);
+        return Some((F80::zero(s), de));
     }
     if is_zero(a) || is_zero(b) {
         // x + 0 = x, rounded to the precision control (a denormal stays denormal).
         let x = if is_zero(a) { b } else { a };
         let u = x.unpack();
-        return with_de(
+        return Some(with_de(
             round_ext(u.sign, u.exp, (u.sig as u128) << 64, env, true),
             de,
             env,
-        );
+        ));
     }
+    None
+}
+
+/// [`add`] of two finite non-zero operands.
+fn add_finite(a: F80, b: F80, de: u16, zero_sign_diff: bool, env: &Env) -> Res {
     let (ua, ub) = (a.unpack(), b.unpack());
     // Order by magnitude: x is the larger.
     let (x, y) = if (ua.exp, ua.sig) >= (ub.exp, ub.sig) {
@@ -165,14 +189,16 @@ pub fn mul(a: F80, b: F80, env: &Env) -> Res {
         Err(r) => return r,
     };
     let sign = a.sign() != b.sign();
-    if is_inf(a) || is_inf(b) {
-        if is_zero(a) || is_zero(b) {
-            return (F80::INDEFINITE, sw::IE | de);
+    if !(a.is_normal() && b.is_normal()) {
+        if is_inf(a) || is_inf(b) {
+            if is_zero(a) || is_zero(b) {
+                return (F80::INDEFINITE, sw::IE | de);
+            }
+            return (F80::inf(sign), de);
         }
-        return (F80::inf(sign), de);
-    }
-    if is_zero(a) || is_zero(b) {
-        return (F80::zero(sign), de);
+        if is_zero(a) || is_zero(b) {
+            return (F80::zero(sign), de);
+        }
     }
     let (ua, ub) = (a.unpack(), b.unpack());
     let p = ua.sig as u128 * ub.sig as u128;
@@ -186,24 +212,26 @@ pub fn div(a: F80, b: F80, env: &Env) -> Res {
         Err(r) => return r,
     };
     let sign = a.sign() != b.sign();
-    if is_inf(a) {
+    if !(a.is_normal() && b.is_normal()) {
+        if is_inf(a) {
+            if is_inf(b) {
+                return (F80::INDEFINITE, sw::IE | de);
+            }
+            return (F80::inf(sign), de);
+        }
         if is_inf(b) {
-            return (F80::INDEFINITE, sw::IE | de);
+            return (F80::zero(sign), de);
         }
-        return (F80::inf(sign), de);
-    }
-    if is_inf(b) {
-        return (F80::zero(sign), de);
-    }
-    if is_zero(b) {
+        if is_zero(b) {
+            if is_zero(a) {
+                return (F80::INDEFINITE, sw::IE | de);
+            }
+            // A denormal dividend raises ZE alone.
+            return (F80::inf(sign), sw::ZE);
+        }
         if is_zero(a) {
-            return (F80::INDEFINITE, sw::IE | de);
+            return (F80::zero(sign), de);
         }
-        // A denormal dividend raises ZE alone.
-        return (F80::inf(sign), sw::ZE);
-    }
-    if is_zero(a) {
-        return (F80::zero(sign), de);
     }
     let (ua, ub) = (a.unpack(), b.unpack());
     let (q, sticky) = div_sig(ua.sig, ub.sig);

@@ -134,6 +134,14 @@ impl F80 {
         .with_sign(sign)
     }
 
+    /// A normal number (biased exponent 1..=0x7ffe, integer bit set): the common case that
+    /// the arithmetic checks first.
+    #[inline]
+    pub fn is_normal(self) -> bool {
+        self.exp().wrapping_sub(1) < 0x7ffe && self.sig & INT_BIT != 0
+    }
+
+    #[inline]
     pub fn class(self) -> Class {
         let e = self.exp();
         let int = self.sig & INT_BIT != 0;
@@ -304,43 +312,60 @@ pub struct Rounded {
 /// not clamped/denormalised but rounded to full precision, and `exp` leaves the format's range
 /// (the caller applies the bias adjustment or discards the result).
 pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16) -> Rounded {
-    let zero = Rounded {
-        sign,
-        exp: fmt.emin,
-        sig: 0,
-        inf: false,
-        flags: 0,
-    };
     if sig == 0 {
-        return zero;
+        return Rounded {
+            sign,
+            exp: fmt.emin,
+            sig: 0,
+            inf: false,
+            flags: 0,
+        };
     }
     let lz = sig.leading_zeros();
     let sig = sig << lz;
     let exp = exp - lz as i32;
-    let drop = 128 - fmt.prec;
-    let half = 1u128 << (drop - 1);
-    let mask = (1u128 << drop) - 1;
-
-    // Normal rounding with an unbounded exponent.
-    let mut kept = sig >> drop;
-    let rest = sig & mask;
+    // The kept bits are the top `prec` (<= 64) of the high half: the rounding is done on two
+    // u64 halves (guard bit, sticky bit) rather than with 128-bit variable shifts.
+    let (hi, lo) = ((sig >> 64) as u64, sig as u64);
+    let sh = 64 - fmt.prec; // 0..=40
+    let mut kept = hi >> sh;
+    let (guard, sticky) = if sh == 0 {
+        (lo >> 63 != 0, lo << 1 != 0)
+    } else {
+        let below = hi & ((1u64 << sh) - 1);
+        (
+            below >> (sh - 1) != 0,
+            below & ((1u64 << (sh - 1)) - 1) != 0 || lo != 0,
+        )
+    };
+    let inexact = guard || sticky;
     let mut e = exp;
-    let up = round_up(sign, kept & 1 != 0, rest, half, mode);
+    let up = match mode {
+        rc::NEAREST => guard && (sticky || kept & 1 != 0),
+        rc::DOWN => sign && inexact,
+        rc::UP => !sign && inexact,
+        _ => false,
+    };
     if up {
-        kept += 1;
-        if kept >> fmt.prec != 0 {
-            kept >>= 1;
+        // `kept` is all ones in `prec` bits when the increment carries out of them.
+        let carry = kept == u64::MAX >> sh;
+        kept = if carry {
+            1u64 << (fmt.prec - 1)
+        } else {
+            kept + 1
+        };
+        if carry {
             e += 1;
         }
     }
-    let mut flags = if rest != 0 { sw::PE } else { 0 };
+    let mut flags = if inexact { sw::PE } else { 0 };
     if up {
         flags |= sw::C1;
     }
     let normal = Rounded {
         sign,
         exp: e,
-        sig: (kept << (64 - fmt.prec)) as u64,
+        sig: kept << sh,
         inf: false,
         flags,
     };
@@ -365,6 +390,9 @@ pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16)
             }
             return r;
         }
+        let drop = 128 - fmt.prec;
+        let half = 1u128 << (drop - 1);
+        let mask = (1u128 << drop) - 1;
         let d = shr_jam(sig, (fmt.emin - exp) as u32);
         let mut kept = d >> drop;
         let rest = d & mask;
