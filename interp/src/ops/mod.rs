@@ -77,6 +77,7 @@ pub mod x87_arith;
 pub mod x87_cmp;
 pub mod x87_common;
 pub mod x87_ctl;
+pub mod x87_decoded;
 pub mod x87_load;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod x87_native;

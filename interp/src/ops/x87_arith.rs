@@ -5,6 +5,7 @@
 use super::x87_common::*;
 use crate::decode::Handler;
 use crate::fault::{Fault, Trap};
+use crate::state::X87State;
 use crate::x87::arith::{self, with_de};
 use crate::x87::{convert, misc, sw, Env, F80};
 use crate::Ctx;
@@ -22,24 +23,72 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
     })
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
+/// The operation of an arithmetic form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
     Add,
     Sub,
     Mul,
     Div,
 }
 
-/// Read a memory source operand as an 80-bit value and its DE flag (m32/m64 floats, m16/m32
+/// A decoded FADD/FSUB/FSUBR/FMUL/FDIV/FDIVR form (and the popping and integer forms): `dst
+/// = dst op src` (reversed: `src op dst`), then a pop for the P forms. `src` is `None` for a
+/// memory source (`dst` is then ST(0)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinaryForm {
+    pub op: Op,
+    pub reverse: bool,
+    pub pop: bool,
+    pub dst: usize,
+    pub src: Option<usize>,
+}
+
+/// The form of a `binary` instruction (one of [`lookup`]'s `binary` mnemonics).
+pub fn binary_form(ins: &Instruction) -> BinaryForm {
+    use Mnemonic::*;
+    let m = ins.mnemonic();
+    let (op, reverse) = match m {
+        Fadd | Faddp | Fiadd => (Op::Add, false),
+        Fsub | Fsubp | Fisub => (Op::Sub, false),
+        Fsubr | Fsubrp | Fisubr => (Op::Sub, true),
+        Fmul | Fmulp | Fimul => (Op::Mul, false),
+        Fdiv | Fdivp | Fidiv => (Op::Div, false),
+        _ => (Op::Div, true),
+    };
+    let pop = matches!(m, Faddp | Fsubp | Fsubrp | Fmulp | Fdivp | Fdivrp);
+    let (dst, src) = if is_mem(ins, 0) {
+        (0, None)
+    } else if ins.op_count() >= 2 {
+        (st_index(ins, 0), Some(st_index(ins, 1)))
+    } else {
+        (1, Some(0))
+    };
+    BinaryForm {
+        op,
+        reverse,
+        pop,
+        dst,
+        src,
+    }
+}
+
+/// A memory source operand's bits as an 80-bit value and its DE flag (m32/m64 floats, m16/m32
 /// integers).
+pub fn mem_value(size: MemorySize, bits: u64) -> (F80, u16) {
+    match size {
+        MemorySize::Float32 => convert::from_f32(bits as u32),
+        MemorySize::Float64 => convert::from_f64(bits),
+        MemorySize::Int16 => (convert::from_i64(bits as i16 as i64), 0),
+        _ => (convert::from_i64(bits as i32 as i64), 0),
+    }
+}
+
+/// Read a memory source operand as an 80-bit value and its DE flag.
 fn mem_operand(x: &mut Ctx, ins: &Instruction) -> Result<(F80, u16), Fault> {
-    let a = x.mem_addr(ins, ins.memory_size().size() as u64, false)?;
-    Ok(match ins.memory_size() {
-        MemorySize::Float32 => convert::from_f32(x.read(a, 4)? as u32),
-        MemorySize::Float64 => convert::from_f64(x.read(a, 8)?),
-        MemorySize::Int16 => (convert::from_i64(x.read(a, 2)? as i16 as i64), 0),
-        _ => (convert::from_i64(x.read(a, 4)? as i32 as i64), 0),
-    })
+    let size = ins.memory_size();
+    let a = x.mem_addr(ins, size.size() as u64, false)?;
+    Ok(mem_value(size, x.read(a, size.size() as u8)?))
 }
 
 /// The arithmetic of `a op b`.
@@ -52,40 +101,19 @@ fn compute(op: Op, a: F80, b: F80, env: &Env) -> (F80, u16) {
     }
 }
 
-fn binary(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
-    use Mnemonic::*;
-    check_waiting(x, ins)?;
-    let m = ins.mnemonic();
-    let (op, reverse) = match m {
-        Fadd | Faddp | Fiadd => (Op::Add, false),
-        Fsub | Fsubp | Fisub => (Op::Sub, false),
-        Fsubr | Fsubrp | Fisubr => (Op::Sub, true),
-        Fmul | Fmulp | Fimul => (Op::Mul, false),
-        Fdiv | Fdivp | Fidiv => (Op::Div, false),
-        _ => (Op::Div, true),
-    };
-    let pop_after = matches!(m, Faddp | Fsubp | Fsubrp | Fmulp | Fdivp | Fdivrp);
-    // dst = op0 (ST0 for the memory forms); the operation is dst op src (reversed: src op dst).
-    let (dst, src, conv_de, mem) = if is_mem(ins, 0) {
-        let (v, de) = mem_operand(x, ins)?;
-        let off = mem_offset(x, ins);
-        (0usize, Ok(v), de, Some(off))
-    } else if ins.op_count() >= 2 {
-        (st_index(ins, 0), Err(st_index(ins, 1)), 0, None)
-    } else {
-        (1, Err(0), 0, None)
-    };
-    let f = &mut x.cpu.state.x87;
+/// The result and status flags of `form` with the memory source `mem` (its value and DE flag)
+/// already read; the state is not changed.
+pub fn binary_compute(f: &X87State, form: BinaryForm, mem: Option<(F80, u16)>) -> (F80, u16) {
     let e = env(f);
-    let d = get_st(f, dst);
-    let s = match src {
-        Ok(v) => Some(v),
-        Err(i) => get_st(f, i),
+    let (s, conv_de) = match (form.src, mem) {
+        (Some(i), _) => (get_st(f, i), 0),
+        (None, Some((v, de))) => (Some(v), de),
+        (None, None) => (None, 0),
     };
-    let (v, flags) = match (d, s) {
+    match (get_st(f, form.dst), s) {
         (Some(d), Some(s)) => {
-            let (a, b) = if reverse { (s, d) } else { (d, s) };
-            let r = compute(op, a, b, &e);
+            let (a, b) = if form.reverse { (s, d) } else { (d, s) };
+            let r = compute(form.op, a, b, &e);
             if conv_de != 0 && !a.is_nan() && !b.is_nan() && r.1 & (sw::IE | sw::ZE) == 0 {
                 with_de(r, conv_de, &e)
             } else {
@@ -93,15 +121,32 @@ fn binary(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
             }
         }
         _ => (F80::INDEFINITE, UNDERFLOW),
-    };
-    let sup = suppressed(f, flags);
-    if !sup {
-        set_st(f, dst, v);
-        if pop_after {
+    }
+}
+
+/// Deliver a [`binary_compute`] outcome: the destination and the pop unless an unmasked
+/// exception suppresses them, and the status word. True if an unmasked exception was raised.
+pub fn binary_commit(f: &mut X87State, form: BinaryForm, v: F80, flags: u16) -> bool {
+    if !suppressed(f, flags) {
+        set_st(f, form.dst, v);
+        if form.pop {
             pop(f);
         }
     }
-    let exc = set_status(f, flags, sw::C1);
+    set_status(f, flags, sw::C1)
+}
+
+fn binary(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
+    check_waiting(x, ins)?;
+    let form = binary_form(ins);
+    let (src, mem) = if form.src.is_none() {
+        let v = mem_operand(x, ins)?;
+        (Some(v), Some(mem_offset(x, ins)))
+    } else {
+        (None, None)
+    };
+    let (v, flags) = binary_compute(&x.cpu.state.x87, form, src);
+    let exc = binary_commit(&mut x.cpu.state.x87, form, v, flags);
     record(x, ins, exc, mem);
     Ok(())
 }

@@ -5,6 +5,7 @@ use super::x87_common::*;
 use crate::decode::Handler;
 use crate::fault::Trap;
 use crate::state::flags::{CF, PF, ZF};
+use crate::state::X87State;
 use crate::x87::float::rc;
 use crate::x87::{convert, misc, sw, F80};
 use crate::Ctx;
@@ -40,20 +41,43 @@ pub fn lookup(ins: &Instruction) -> Option<Handler> {
 }
 
 /// Push a loaded value (`None`: the source register is empty), with the stack-overflow check.
-fn push_value(x: &mut Ctx, ins: &Instruction, src: Option<(F80, u16)>, mem: Option<u64>) {
-    let f = &mut x.cpu.state.x87;
+/// The value and flags of a load whose source is `src` (`None`: an empty register); the
+/// state is not changed.
+pub fn load_compute(f: &X87State, src: Option<(F80, u16)>) -> (F80, u16) {
     // An empty source (underflow) takes priority over a full stack (overflow).
-    let (v, flags) = match src {
+    match src {
         None => (F80::INDEFINITE, UNDERFLOW),
         Some(_) if !is_empty(f, 7) => (F80::INDEFINITE, OVERFLOW),
         Some(v) => v,
-    };
+    }
+}
+
+/// Deliver a [`load_compute`] outcome: the push unless an unmasked IE suppresses it, and the
+/// status word. True if an unmasked exception was raised.
+pub fn load_commit(f: &mut X87State, v: F80, flags: u16) -> bool {
     // Only an unmasked IE suppresses a load: a denormal m32/m64 is loaded even when #D is
     // unmasked (this host).
     if unmasked(f, flags) & sw::IE == 0 {
         push(f, v);
     }
-    let exc = set_status(f, flags, sw::C1);
+    set_status(f, flags, sw::C1)
+}
+
+/// The loaded value and its flags of FLD/FILD from memory bits (`hi`: bits 79:64 of an m80).
+pub fn load_mem_value(size: MemorySize, lo: u64, hi: u16) -> (F80, u16) {
+    match size {
+        MemorySize::Float32 => convert::load_widened(convert::from_f32(lo as u32)),
+        MemorySize::Float64 => convert::load_widened(convert::from_f64(lo)),
+        MemorySize::Float80 => (F80 { se: hi, sig: lo }, 0),
+        MemorySize::Int16 => (convert::from_i64(lo as i16 as i64), 0),
+        MemorySize::Int32 => (convert::from_i64(lo as i32 as i64), 0),
+        _ => (convert::from_i64(lo as i64), 0),
+    }
+}
+
+fn push_value(x: &mut Ctx, ins: &Instruction, src: Option<(F80, u16)>, mem: Option<u64>) {
+    let (v, flags) = load_compute(&x.cpu.state.x87, src);
+    let exc = load_commit(&mut x.cpu.state.x87, v, flags);
     record(x, ins, exc, mem);
 }
 
@@ -68,13 +92,14 @@ fn fld(x: &mut Ctx, ins: &Instruction) -> Result<(), Trap> {
     }
     let a = x.mem_addr(ins, ins.memory_size().size() as u64, false)?;
     let off = mem_offset(x, ins);
-    let v = match ins.memory_size() {
-        MemorySize::Float32 => convert::load_widened(convert::from_f32(x.read(a, 4)? as u32)),
-        MemorySize::Float64 => convert::load_widened(convert::from_f64(x.read(a, 8)?)),
+    let size = ins.memory_size();
+    let v = match size {
         MemorySize::Float80 => (F80::from_bytes(&read_m80(x, a)?), 0),
-        MemorySize::Int16 => (convert::from_i64(x.read(a, 2)? as i16 as i64), 0),
-        MemorySize::Int32 => (convert::from_i64(x.read(a, 4)? as i32 as i64), 0),
-        MemorySize::Int64 => (convert::from_i64(x.read(a, 8)? as i64), 0),
+        MemorySize::Float32
+        | MemorySize::Float64
+        | MemorySize::Int16
+        | MemorySize::Int32
+        | MemorySize::Int64 => load_mem_value(size, x.read(a, size.size() as u8)?, 0),
         _ => (convert::from_bcd(&read_m80(x, a)?), 0),
     };
     push_value(x, ins, Some(v), Some(off));

@@ -71,7 +71,7 @@ struct Family {
 }
 
 /// The families tried before the core subset of this file, in order.
-const FAMILIES: [Family; 5] = [
+const FAMILIES: [Family; 6] = [
     Family {
         covers: super::sse_int::covers,
         lower: super::sse_int::lower,
@@ -91,6 +91,10 @@ const FAMILIES: [Family; 5] = [
     Family {
         covers: super::bit::covers,
         lower: super::bit::lower,
+    },
+    Family {
+        covers: super::x87::covers,
+        lower: super::x87::lower,
     },
 ];
 

@@ -21,6 +21,7 @@ mod sse_fp;
 mod sse_fp_forms;
 mod sse_int;
 mod sse_mov;
+mod x87;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
