@@ -242,17 +242,26 @@ pub fn div(a: F80, b: F80, env: &Env) -> Res {
     )
 }
 
-/// 128-bit quotient of two normalised significands: `q = floor(a * 2^127 / b)` (in
-/// [2^126, 2^128)) and whether a remainder is left.
+/// The quotient of two normalised significands, `a * 2^127 / b` (in [2^126, 2^128)), to 64
+/// significant bits and a guard bit, and whether anything is left below those (the sticky
+/// bit): enough for every rounding. One 128/64-bit division gives the 64 bits (the dividend
+/// is scaled so that the quotient has exactly 64), the remainder the guard and sticky bits.
 pub fn div_sig(a: u64, b: u64) -> (u128, bool) {
+    let (n, shift) = if a >= b {
+        ((a as u128) << 63, 64)
+    } else {
+        ((a as u128) << 64, 63)
+    };
     let b128 = b as u128;
-    let n1 = (a as u128) << 63;
-    let q1 = n1 / b128;
-    let r1 = n1 % b128;
-    let n2 = r1 << 64;
-    let q2 = n2 / b128;
-    let r2 = n2 % b128;
-    ((q1 << 64) | q2, r2 != 0)
+    let q = (n / b128) as u64;
+    let r = (n - q as u128 * b128) as u64;
+    // Guard: 2r >= b; what is left after it: 2r - b or 2r.
+    let guard = r >= b - r;
+    let rest = if guard { r - (b - r) } else { r };
+    (
+        ((q as u128) << shift) | ((guard as u128) << (shift - 1)),
+        rest != 0,
+    )
 }
 
 /// Integer square root of a u128 and the remainder.
