@@ -766,6 +766,34 @@ impl Lower<'_> {
                 };
                 ic(self, c, r, z)
             }
+            // CF of an addition (ADC chains read it): `flag_bits`' formulas, without folding
+            // every other flag into RFLAGS first.
+            (FlagOp::Add, C::b | C::ae) => {
+                let c = if cc == C::b {
+                    IntCC::UnsignedLessThan
+                } else {
+                    IntCC::UnsignedGreaterThanOrEqual
+                };
+                ic(self, c, p.res, p.a)
+            }
+            (FlagOp::Adc | FlagOp::Sbb, C::b | C::ae) => {
+                let (x, y) = if p.op == FlagOp::Adc {
+                    (p.res, p.a)
+                } else {
+                    (p.a, p.b)
+                };
+                let lt = ic(self, IntCC::UnsignedLessThan, x, y);
+                let eq = ic(self, IntCC::Equal, x, y);
+                let cin = p.cin.expect("ADC/SBB carry in");
+                let cin = self.b.ins().icmp_imm_s(IntCC::NotEqual, cin, 0);
+                let eq = self.b.ins().band(eq, cin);
+                let carry = self.b.ins().bor(lt, eq);
+                if cc == C::b {
+                    carry
+                } else {
+                    self.b.ins().bxor_imm_s(carry, 1)
+                }
+            }
             (FlagOp::Bits, C::b | C::ae) => {
                 let t = self.b.ins().band_imm_s(p.b, CF as i64);
                 let c = if cc == C::b {
