@@ -93,6 +93,73 @@ fn conditions_read_the_handed_over_record() {
 }
 
 #[test]
+fn every_condition_of_a_handed_over_cmp_or_test_record() {
+    // The reader's first instructions are the twelve conditions of CF, ZF and SF (which the
+    // target evaluates from a SUB or logic record's operands at the record's size, see
+    // `lift/flags_dyn.rs`), on records of every size; ADD takes the fold helper. Operands
+    // vary with RCX, with equal, sign-bit and carry cases among them. R8 collects each
+    // iteration's twelve bits, rotated, so any one wrong condition changes it.
+    for op in 0..10 {
+        let code = two_pages(
+            |a| {
+                a.mov(rdx, rcx)?;
+                a.imul_3(rdx, rdx, 0x9e37_79b9u32 as i32)?;
+                a.mov(rax, rcx)?;
+                a.and(eax, 3)?;
+                // Every fourth iteration the operands are equal.
+                a.mov(rdi, rdx)?;
+                a.cmp(eax, 0)?;
+                a.cmove(rdx, rdi)?;
+                a.mov(rdi, rdx)?;
+                a.ror(rdi, 29)?;
+                a.cmove(rdi, rdx)?;
+                match op {
+                    0 => a.cmp(rdx, rdi)?,
+                    1 => a.cmp(edx, edi)?,
+                    2 => a.cmp(dx, di)?,
+                    3 => a.cmp(dl, dil)?,
+                    4 => a.test(edx, edi)?,
+                    5 => a.and(dl, dil)?,
+                    6 => a.sub(dx, di)?,
+                    7 => a.xor(rdx, rdi)?,
+                    8 => a.or(dx, di)?,
+                    _ => a.add(edx, edi)?,
+                }
+                Ok(())
+            },
+            |a, _| {
+                a.setb(al)?;
+                a.setae(bl)?;
+                a.sete(dl)?;
+                a.setne(dil)?;
+                a.setbe(r9b)?;
+                a.seta(r10b)?;
+                a.setl(r11b)?;
+                a.setge(r12b)?;
+                a.setle(r13b)?;
+                a.setg(r14b)?;
+                a.sets(r15b)?;
+                a.setns(bpl)?;
+                a.rol(r8, 12)?;
+                for (i, r) in [
+                    al, bl, dl, dil, r9b, r10b, r11b, r12b, r13b, r14b, r15b, bpl,
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    a.movzx(esi, r)?;
+                    a.shl(esi, i as u32)?;
+                    a.xor(r8, rsi)?;
+                }
+                Ok(())
+            },
+        );
+        let seen = check(&code);
+        assert_ne!(seen, 0, "op {op}: some condition held");
+    }
+}
+
+#[test]
 fn a_branch_first_reader_takes_the_record() {
     // The reader starts with a Jcc: a one-instruction block reading the record.
     let code = TestMachine::assemble(|a| {

@@ -648,7 +648,6 @@ impl Lower<'_> {
     /// The condition `cc` as a boolean (I8), from the operands of the operation that set the
     /// flags it reads when there is one, else from the RFLAGS bits.
     pub fn cond(&mut self, cc: ConditionCode) -> Value {
-        use ConditionCode as C;
         let need = cc_reads(cc);
         if need == 0 {
             return self.b.ins().iconst(types::I8, 1);
@@ -660,6 +659,12 @@ impl Lower<'_> {
         }
         self.sync_flags();
         let rf = self.gpr(RFLAGS);
+        self.cond_of_rflags(rf, cc)
+    }
+
+    /// The condition `cc` from the RFLAGS value `rf`.
+    pub(super) fn cond_of_rflags(&mut self, rf: Value, cc: ConditionCode) -> Value {
+        use ConditionCode as C;
         let bit = |l: &mut Lower, m: u64| {
             let t = l.b.ins().band_imm_s(rf, m as i64);
             l.b.ins().icmp_imm_s(IntCC::NotEqual, t, 0)
@@ -700,6 +705,7 @@ impl Lower<'_> {
         let sized = |l: &mut Lower, v: Value| l.narrow(v, p.size);
         let ic = |l: &mut Lower, c: IntCC, x: Value, y: Value| l.b.ins().icmp(c, x, y);
         Some(match (p.op, cc) {
+            (FlagOp::Dyn, _) => return self.cond_dyn(p, cc),
             (FlagOp::Sub, _) => {
                 let (a, b) = (p.a, p.b);
                 match cc {

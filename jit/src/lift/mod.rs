@@ -11,6 +11,7 @@
 mod avx_int;
 mod bit;
 pub(crate) mod flags;
+mod flags_dyn;
 mod group;
 pub mod hop;
 mod insn;
