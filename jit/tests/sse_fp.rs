@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, eager_config, XorShift};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::ctl;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
@@ -22,18 +22,6 @@ const TAB_D: u64 = DATA_BASE;
 const TAB_S: u64 = DATA_BASE + 0x2000;
 const SCRATCH: u64 = DATA_BASE + 0x8000;
 const MX_BASE: u64 = DATA_BASE + 0x9000;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 const D_SPECIAL: &[u64] = &[
     0,
@@ -119,7 +107,7 @@ const S_SPECIAL: &[u32] = &[
 
 /// An f64 bit pattern: specials, typical values, band edges, values with short significands
 /// (exact results) and random bits.
-fn gen_d(r: &mut Rng, typical_only: bool) -> u64 {
+fn gen_d(r: &mut XorShift, typical_only: bool) -> u64 {
     let k = if typical_only {
         1 + r.next() % 3
     } else {
@@ -142,7 +130,7 @@ fn gen_d(r: &mut Rng, typical_only: bool) -> u64 {
     }
 }
 
-fn gen_s(r: &mut Rng, typical_only: bool) -> u32 {
+fn gen_s(r: &mut XorShift, typical_only: bool) -> u32 {
     let k = if typical_only {
         1 + r.next() % 3
     } else {
@@ -168,7 +156,7 @@ fn gen_s(r: &mut Rng, typical_only: bool) -> u32 {
 /// Fill the two tables (even records: typical lanes only, so packed forms take the fast path
 /// often) and set the MXCSR every instruction starts from.
 fn setup(m: &mut TestMachine, seed: u64, mx: u32) {
-    let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut r = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut d = Vec::new();
     let mut s = Vec::new();
     for i in 0..N {

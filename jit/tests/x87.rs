@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, eager_config, XorShift};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::ctl;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
@@ -20,18 +20,6 @@ const N: u64 = 96;
 const TAB: u64 = DATA_BASE;
 const SCRATCH: u64 = DATA_BASE + 0x8000;
 const CW: u64 = DATA_BASE + 0x9000;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 /// (sign/exponent word, significand) of special 80-bit encodings.
 const SPECIAL: &[(u16, u64)] = &[
@@ -58,7 +46,7 @@ const SPECIAL: &[(u16, u64)] = &[
     (0x0001, 0x8000_0000_0000_0001), // near the underflow threshold
 ];
 
-fn gen(r: &mut Rng, other: Option<(u16, u64)>) -> (u16, u64) {
+fn gen(r: &mut XorShift, other: Option<(u16, u64)>) -> (u16, u64) {
     match r.next() % 8 {
         0 | 1 => SPECIAL[(r.next() % SPECIAL.len() as u64) as usize],
         2 => {
@@ -80,7 +68,7 @@ fn gen(r: &mut Rng, other: Option<(u16, u64)>) -> (u16, u64) {
 }
 
 fn setup(m: &mut TestMachine, seed: u64, cw: u16) {
-    let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut r = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut t = Vec::new();
     for _ in 0..N {
         let a = gen(&mut r, None);

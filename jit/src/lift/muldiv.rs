@@ -25,6 +25,18 @@ pub fn covers(ins: &Instruction) -> bool {
     one && ins.op_count() == 1 && rm_op(ins, 0)
 }
 
+/// Host address of `d`'s memory operand (`size` bytes) on a read-TLB hit; a miss takes
+/// [`handler_exit_if`]'s cold path (only a RAM access that hits is read natively, so the
+/// handler may read the operand again).
+pub(super) fn read_host_or_handler(l: &mut Lower, d: &DecodedInsn, size: u8) -> Value {
+    let a = l.mem_addr(&d.ins);
+    let tr = l.tlb_read();
+    let (hit, entry) = l.tlb_probe(tr, a.lin, size);
+    let miss = l.b.ins().icmp_imm_s(IntCC::Equal, hit, 0);
+    handler_exit_if(l, miss, d);
+    l.host_addr(entry, a.lin)
+}
+
 /// When `cond` is true, take a cold path that runs the current instruction through the
 /// interpreter's handler and leaves the block (or jumps to the next region block) after it;
 /// continue on the main path otherwise. The compile-time state is left alone.
@@ -131,12 +143,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
             let src = if ins.op0_kind() == OpKind::Memory {
                 // Only a RAM access that hits the TLB is read here: a cold path may run the
                 // handler, which reads the operand again (harmless for RAM only).
-                let a = l.mem_addr(ins);
-                let tr = l.tlb_read();
-                let (hit, entry) = l.tlb_probe(tr, a.lin, size);
-                let miss = l.b.ins().icmp_imm_s(IntCC::Equal, hit, 0);
-                handler_exit_if(l, miss, d);
-                let host = l.host_addr(entry, a.lin);
+                let host = read_host_or_handler(l, d, size);
                 let mf = super::guest_mem();
                 match size {
                     1 => l.b.ins().uload8(types::I64, mf, host, 0),

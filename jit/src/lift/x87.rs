@@ -9,9 +9,9 @@
 //! whole instruction through the interpreter's handler in a cold path (the helper declines
 //! before changing anything), so every fault and corner case is the interpreter's.
 
-use super::muldiv::handler_exit_if;
+use super::muldiv::{handler_exit_if, read_host_or_handler};
 use super::{guest_mem, Lower};
-use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, InstBuilder, Signature};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
 use iced_x86::{Instruction, OpKind};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::ops::x87_decoded::{self, form_of, mem_bytes};
@@ -46,12 +46,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let form = form_of(ins)?;
     let bytes = mem_bytes(form);
     let (lo, hi) = if bytes > 0 {
-        let a = l.mem_addr(ins);
-        let tr = l.tlb_read();
-        let (hit, entry) = l.tlb_probe(tr, a.lin, bytes);
-        let miss = l.b.ins().icmp_imm_s(IntCC::Equal, hit, 0);
-        handler_exit_if(l, miss, d);
-        let h = l.host_addr(entry, a.lin);
+        let h = read_host_or_handler(l, d, bytes);
         let lo = match bytes {
             2 => {
                 let v = l.b.ins().load(types::I16, guest_mem(), h, 0);

@@ -132,3 +132,15 @@ pub fn paging(
         m.ram.write_u64(pt + i * 8, pte(i << 12)).unwrap();
     }
 }
+
+/// A fixed-seed xorshift64* generator for test operands (the seed must not be 0).
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
