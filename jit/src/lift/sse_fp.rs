@@ -113,16 +113,26 @@ impl Lower<'_> {
 
     /// A normal number with the biased exponent in the band.
     fn in_band(&mut self, f: Fmt, x: Value) -> Value {
-        let e = self.exp_field(f, x);
-        let t = self.b.ins().iadd_imm_s(e, -f.lo);
+        let y = self.b.ins().ishl_imm_s(x, 1);
+        self.band_of_doubled(f, y)
+    }
+
+    /// [`Self::in_band`] of `x` from `y = x << 1` (sign shifted out, the biased exponent in
+    /// the top bits): `lo << p <= y < (hi + 1) << p` with `p` = fraction bits + 1, as one
+    /// unsigned compare after subtracting the lower bound.
+    fn band_of_doubled(&mut self, f: Fmt, y: Value) -> Value {
+        let p = f.frac + 1;
+        let t = self.b.ins().iadd_imm_s(y, -(f.lo << p));
+        let width = ((f.hi - f.lo + 1) as u64) << p;
         self.b
             .ins()
-            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, t, f.hi - f.lo)
+            .icmp_imm_u(IntCC::UnsignedLessThan, t, width as i64)
     }
 
     fn zero_or_band(&mut self, f: Fmt, x: Value) -> Value {
-        let z = self.is_zero(x);
-        let b = self.in_band(f, x);
+        let y = self.b.ins().ishl_imm_s(x, 1);
+        let z = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+        let b = self.band_of_doubled(f, y);
         self.b.ins().bor(z, b)
     }
 
