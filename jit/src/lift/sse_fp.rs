@@ -129,10 +129,15 @@ impl Lower<'_> {
             .icmp_imm_u(IntCC::UnsignedLessThan, t, width as i64)
     }
 
-    fn zero_or_band(&mut self, f: Fmt, x: Value) -> Value {
+    /// (±0, [`Self::in_band`]) of `x`, sharing the shift.
+    fn zero_and_band(&mut self, f: Fmt, x: Value) -> (Value, Value) {
         let y = self.b.ins().ishl_imm_s(x, 1);
         let z = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
-        let b = self.band_of_doubled(f, y);
+        (z, self.band_of_doubled(f, y))
+    }
+
+    fn zero_or_band(&mut self, f: Fmt, x: Value) -> Value {
+        let (z, b) = self.zero_and_band(f, x);
         self.b.ins().bor(z, b)
     }
 
@@ -180,7 +185,7 @@ impl Lower<'_> {
     /// float operands and result for [`Self::arith_exact`]).
     fn arith_lane(&mut self, f: Fmt, op: Ar, a: Value, b: Value) -> (Value, Value, [Value; 3]) {
         let (x, y) = (self.fbits(f, a), self.fbits(f, b));
-        let zb_b = self.zero_or_band(f, b);
+        let (zb, bb) = self.zero_and_band(f, b);
         match op {
             Ar::Add | Ar::Sub => {
                 let y = if op == Ar::Sub {
@@ -191,6 +196,7 @@ impl Lower<'_> {
                 let r = self.b.ins().fadd(x, y);
                 let ri = self.ibits(f, r);
                 let zb_a = self.zero_or_band(f, a);
+                let zb_b = self.b.ins().bor(zb, bb);
                 let zb_r = self.zero_or_band(f, ri);
                 let ok = self.all(&[zb_a, zb_b, zb_r]);
                 (ri, ok, [x, y, r])
@@ -198,9 +204,9 @@ impl Lower<'_> {
             Ar::Mul => {
                 let r = self.b.ins().fmul(x, y);
                 let ri = self.ibits(f, r);
-                let zb_a = self.zero_or_band(f, a);
-                let za = self.is_zero(a);
-                let zb = self.is_zero(b);
+                let (za, ba) = self.zero_and_band(f, a);
+                let zb_a = self.b.ins().bor(za, ba);
+                let zb_b = self.b.ins().bor(zb, bb);
                 let br = self.in_band(f, ri);
                 let rok = self.b.ins().bor(za, zb);
                 let rok = self.b.ins().bor(rok, br);
@@ -210,9 +216,8 @@ impl Lower<'_> {
             Ar::Div => {
                 let r = self.b.ins().fdiv(x, y);
                 let ri = self.ibits(f, r);
-                let zb_a = self.zero_or_band(f, a);
-                let bb = self.in_band(f, b);
-                let za = self.is_zero(a);
+                let (za, ba) = self.zero_and_band(f, a);
+                let zb_a = self.b.ins().bor(za, ba);
                 let br = self.in_band(f, ri);
                 let rok = self.b.ins().bor(za, br);
                 let ok = self.all(&[zb_a, bb, rok]);
@@ -222,8 +227,6 @@ impl Lower<'_> {
                 let r = self.b.ins().sqrt(y);
                 let ri = self.ibits(f, r);
                 // A zero (either sign), or a positive band value (whose root is in the band).
-                let zb = self.is_zero(b);
-                let bb = self.in_band(f, b);
                 let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, b, 0);
                 let bpos = self.b.ins().band(bb, pos);
                 let br = self.in_band(f, ri);
@@ -680,9 +683,9 @@ fn compute(
             let inf =
                 l.b.ins()
                     .icmp_imm_s(IntCC::Equal, t, (0x7ff0_0000_0000_0000u64 << 1) as i64);
-            let z = l.is_zero(a);
+            let z = l.b.ins().icmp_imm_s(IntCC::Equal, t, 0);
             let special = l.b.ins().bor(inf, z);
-            let ba = l.in_band(F64, a);
+            let ba = l.band_of_doubled(F64, t);
             let br = l.in_band(F32, ri);
             let regular = l.b.ins().band(ba, br);
             let ok = l.b.ins().bor(special, regular);
