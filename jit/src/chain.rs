@@ -1,13 +1,15 @@
 //! Block chaining: a two-way set-associative table, keyed by guest RIP, of compiled blocks that
 //! compiled code may jump to directly (a `tail` call) instead of returning to the dispatcher.
 //!
-//! An entry is written by the dispatcher each time it runs a compiled block. A block exit
-//! with a known target (direct branches and fall-through: the set's address is a compile-time
-//! constant; RET and near indirect JMP/CALL: hashed at run time) tail-calls the module's hop
-//! stub (`lift::hop`) with the target and its set; the stub takes the set's first way
-//! when its RIP is the target, else the second, and jumps to that entry's function when the
-//! entry's RIP is the target, no yield is pending, and the remaining budget covers the target
-//! block's whole length; otherwise it returns to the dispatcher.
+//! An entry is written by the dispatcher each time it runs a compiled block, and when a
+//! function is made callable. A block exit with a known target (direct branches and
+//! fall-through: the set's address is a compile-time constant; RET and near indirect JMP/CALL:
+//! hashed at run time) tail-calls the module's hop stub (`lift::hop`) with the target and its
+//! set; the stub takes the set's first way when its RIP is the target, else the second, and
+//! jumps to that entry's function when the entry's RIP is the target, no yield is pending,
+//! and the remaining budget covers the target block's whole length; otherwise it returns to
+//! the dispatcher. Exits normally go through their own [`Link`] first, which remembers what
+//! the table gave them.
 //!
 //! Two ways, not one: with one entry per slot, two hot blocks whose RIPs hash alike evicted
 //! each other on every run — each jump to one found the other, went back to the dispatcher,
@@ -155,6 +157,119 @@ impl ChainTable {
     }
 }
 
+/// A block exit's link (`#[repr(C)]`, read and written by the link stubs by offset): for a
+/// direct exit, the function its constant target ran as the last time the exit found it
+/// through the chain table, so that later jumps from the exit go straight there (one load, no
+/// table probe); for an indirect exit (RET, JMP/CALL through a register or memory), the last
+/// target it found and its function, used when the next target is the same (a one-entry
+/// cache per exit: a PLT slot, a function returning mostly to one caller).
+/// Filled only by the stubs, from a chain-table entry for the link's RIP; emptied (`func` 0)
+/// when a function for that RIP is compiled again ([`LinkTable::unlink`]), and all at once with
+/// the module. A function reached through its link checks itself on entry exactly as when
+/// reached through the table, so a link to a function whose code went stale only costs a trip
+/// to the dispatcher.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug)]
+pub struct Link {
+    /// Entry address of the linked function; 0 when empty.
+    pub func: u64,
+    /// Instructions in the linked block.
+    pub len: u64,
+    /// Address of the chain-table set of `rip` (where the stub looks when the link is empty).
+    pub set: u64,
+    /// The exit's target RIP.
+    pub rip: u64,
+}
+
+pub const LINK_BYTES: i64 = core::mem::size_of::<Link>() as i64;
+pub const LINK_FUNC: i32 = core::mem::offset_of!(Link, func) as i32;
+pub const LINK_LEN: i32 = core::mem::offset_of!(Link, len) as i32;
+pub const LINK_SET: i32 = core::mem::offset_of!(Link, set) as i32;
+pub const LINK_RIP: i32 = core::mem::offset_of!(Link, rip) as i32;
+/// The RIP of an indirect exit's link before its first fill (never a valid target).
+pub const DYN: u64 = u64::MAX;
+const _: () = assert!(LINK_BYTES == 32);
+
+/// Links in a table: exits compiled after it is full tail-call the plain hop stub (with the
+/// set) until the module is freed with the table.
+pub const LINKS: usize = 1 << 15;
+
+const EMPTY_LINK: Link = Link {
+    func: 0,
+    len: 0,
+    set: 0,
+    rip: u64::MAX,
+};
+
+/// Every direct exit's link, handed out in order as functions are compiled: boxed, so that
+/// the addresses compiled code holds never move; bounded ([`LINKS`]).
+pub struct LinkTable {
+    links: Box<[Link]>,
+    used: usize,
+}
+
+impl Default for LinkTable {
+    fn default() -> Self {
+        LinkTable {
+            links: vec![EMPTY_LINK; LINKS].into_boxed_slice(),
+            used: 0,
+        }
+    }
+}
+
+impl LinkTable {
+    /// Address of the next link to hand out and how many are left.
+    pub fn next(&self) -> (u64, usize) {
+        let addr = self.links.as_ptr() as u64 + self.used as u64 * LINK_BYTES as u64;
+        (addr, LINKS - self.used)
+    }
+
+    /// Hand out the next `rips.len()` links (at most what [`Self::next`] said was left), empty:
+    /// for direct exits to those RIPs, whose sets are in the chain table at `table`, and for
+    /// indirect exits where a RIP is [`DYN`] (their `set` is the table itself).
+    pub fn hand_out(&mut self, rips: &[u64], table: u64) {
+        let n = rips.len().min(LINKS - self.used);
+        for (l, &rip) in self.links[self.used..self.used + n].iter_mut().zip(rips) {
+            let set = if rip == DYN {
+                table
+            } else {
+                table + set_of(rip) as u64 * SET_BYTES as u64
+            };
+            *l = Link {
+                func: 0,
+                len: 0,
+                set,
+                rip,
+            };
+        }
+        self.used += n;
+    }
+
+    /// Empty the links to any of `rips` (sorted): a new function was made for each, and the
+    /// one a link holds may be one whose code went stale.
+    pub fn unlink(&mut self, rips: &[u64]) {
+        for l in &mut self.links[..self.used] {
+            if l.func != 0 && rips.binary_search(&l.rip).is_ok() {
+                l.func = 0;
+                l.len = 0;
+            }
+        }
+    }
+
+    /// Drop every link (the module's functions are gone).
+    pub fn clear(&mut self) {
+        self.links[..self.used].fill(EMPTY_LINK);
+        self.used = 0;
+    }
+
+    /// The link at `addr` (a test's view of what the stub wrote).
+    #[cfg(test)]
+    pub fn at(&self, addr: u64) -> Option<&Link> {
+        let i = addr.checked_sub(self.links.as_ptr() as u64)? / LINK_BYTES as u64;
+        self.links[..self.used].get(i as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +336,37 @@ mod tests {
         assert_eq!(t.probe(other).rip, u64::MAX);
         t.clear();
         assert_eq!(t.probe(rips[2]).rip, u64::MAX);
+    }
+
+    #[test]
+    fn links_are_handed_out_in_order_emptied_by_rip_and_bounded() {
+        let mut t = LinkTable::default();
+        let table = 0x10_0000;
+        let (first, left) = t.next();
+        assert_eq!(left, LINKS);
+        t.hand_out(&[0x40_1000, DYN, 0x40_2000], table);
+        let (next, left) = t.next();
+        assert_eq!((next - first, left), (3 * LINK_BYTES as u64, LINKS - 3));
+        let l = *t.at(first).expect("handed out");
+        assert_eq!((l.func, l.rip), (0, 0x40_1000));
+        assert_eq!(l.set, table + set_of(0x40_1000) as u64 * SET_BYTES as u64);
+        // An indirect exit's link looks up its target's set in the whole table.
+        assert_eq!(t.at(first + LINK_BYTES as u64).expect("dyn").set, table);
+        // What the stubs write on a hit.
+        for (i, rip) in [(0, 0x40_1000), (1, 0x40_3000), (2, 0x40_2000)] {
+            let l = &mut t.links[i];
+            (l.func, l.len, l.rip) = (0x7000 + i as u64, 5, rip);
+        }
+        t.unlink(&[0x40_2000, 0x40_3000]);
+        let funcs: Vec<u64> = t.links[..3].iter().map(|l| l.func).collect();
+        assert_eq!(funcs, [0x7000, 0, 0]);
+        // Never more than LINKS: the rest of a request gets none.
+        t.hand_out(&vec![0x40_4000; LINKS], table);
+        assert_eq!(t.next().1, 0);
+        assert!(t.at(first + LINKS as u64 * LINK_BYTES as u64).is_none());
+        t.clear();
+        assert_eq!(t.next(), (first, LINKS));
+        assert!(t.at(first).is_none());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! of the C convention compiled into each module that calls a block and returns its exit
 //! word.
 
+use crate::chain::LinkTable;
 use crate::frame::Frame;
 use crate::lift::{self, HelperSigs, LowerStats, HELPER_EXEC, HELPER_FOLD, HELPER_RAISE};
 use cranelift_codegen::control::ControlPlane;
@@ -65,6 +66,13 @@ pub struct Compiler {
     /// The ISA that compiles regions with a loop, when their optimisation level differs
     /// from the module's (see [`Compiler::with_opt_levels`]).
     loop_isa: Option<OwnedTargetIsa>,
+    /// The direct exits' links (see `crate::chain::Link`), freed with the module.
+    links: LinkTable,
+    /// `LOCKSTEP_JIT_LINKS=0` (read once): direct exits take the hop stub with their set,
+    /// without links (for measurements).
+    use_links: bool,
+    /// `LOCKSTEP_JIT_DYN_LINKS=0` (read once): indirect exits without links.
+    use_dyn_links: bool,
 }
 
 fn make_module(opt_level: &str) -> JITModule {
@@ -133,6 +141,10 @@ pub struct HelperAddrs {
     pub adapted: bool,
     /// The module's hop stub (`lift::hop`), which chained exits tail-call.
     pub hop: u64,
+    /// The module's stub for direct exits with a link (`lift::hop::hop_link_code`).
+    pub hop_link: u64,
+    /// The module's stub for indirect exits with a link (`lift::hop::hop_dyn_code`).
+    pub hop_dyn: u64,
 }
 
 /// Calls from compiled code to the raise helper go through an adapter of Cranelift's
@@ -206,6 +218,8 @@ fn make_adapters(
         fold: crate::helpers::fold_flags as *const () as u64,
         adapted: true,
         hop: 0,
+        hop_link: 0,
+        hop_dyn: 0,
     }
 }
 
@@ -216,21 +230,32 @@ fn direct_helpers() -> HelperAddrs {
         fold: crate::helpers::fold_flags as *const () as u64,
         adapted: false,
         hop: 0,
+        hop_link: 0,
+        hop_dyn: 0,
     }
 }
 
 /// Define and finalise the hop stub (`lift::hop::hop_code`, machine code) in `module`; its
 /// address.
-fn make_hop(module: &mut JITModule) -> u64 {
-    let code = lift::hop::hop_code().expect("the hop stub assembles");
-    let id = module
-        .declare_function("hop", Linkage::Local, &lift::hop::hop_signature())
-        .expect("declare hop");
-    module
-        .define_function_bytes(id, 16, &code, &[])
-        .expect("define hop");
+fn make_hop(module: &mut JITModule) -> (u64, u64, u64) {
+    let mut ids = Vec::new();
+    for (name, code) in [
+        ("hop", lift::hop::hop_code()),
+        ("hop_link", lift::hop::hop_link_code()),
+        ("hop_dyn", lift::hop::hop_dyn_code()),
+    ] {
+        let code = code.expect("the hop stubs assemble");
+        let id = module
+            .declare_function(name, Linkage::Local, &lift::hop::hop_signature())
+            .expect("declare hop");
+        module
+            .define_function_bytes(id, 16, &code, &[])
+            .expect("define hop");
+        ids.push(id);
+    }
     module.finalize_definitions().expect("finalise hop");
-    module.get_finalized_function(id) as u64
+    let addr = |id| module.get_finalized_function(id) as u64;
+    (addr(ids[0]), addr(ids[1]), addr(ids[2]))
 }
 
 /// Define and finalise `enter` in `module`.
@@ -282,7 +307,7 @@ impl Compiler {
         } else {
             direct_helpers()
         };
-        helpers.hop = make_hop(&mut module);
+        (helpers.hop, helpers.hop_link, helpers.hop_dyn) = make_hop(&mut module);
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
             let s = &mut helper_sigs[HELPER_RAISE];
@@ -304,6 +329,9 @@ impl Compiler {
             in_module: 0,
             opt_level,
             loop_isa,
+            links: LinkTable::default(),
+            use_links: std::env::var("LOCKSTEP_JIT_LINKS").map_or(true, |v| v != "0"),
+            use_dyn_links: std::env::var("LOCKSTEP_JIT_DYN_LINKS").map_or(true, |v| v != "0"),
         }
     }
 
@@ -355,6 +383,12 @@ impl Compiler {
             lift::LowerTarget {
                 frontend,
                 chain_table: table,
+                links: if self.use_links {
+                    self.links.next()
+                } else {
+                    (0, 0)
+                },
+                dyn_links: self.use_dyn_links,
                 ram_base,
                 fold_offsets: fold,
             },
@@ -367,6 +401,8 @@ impl Compiler {
                 addrs,
             },
         );
+        // The links the exits were given, before the function can run.
+        self.links.hand_out(&lowered.links, table);
         let ir = keep_ir.then(|| self.ctx.func.display().to_string());
         // Host-side diagnostics only (never reaches the guest), and only when asked for: the
         // size of the IR and the time Cranelift takes for it.
@@ -451,6 +487,12 @@ impl Compiler {
         })
     }
 
+    /// Empty the links to `rips` (sorted): functions for them were just made callable (see
+    /// `crate::chain::LinkTable::unlink`).
+    pub fn unlink(&mut self, rips: &[u64]) {
+        self.links.unlink(rips);
+    }
+
     /// Make every defined function callable.
     pub fn finalize(&mut self) -> Result<(), String> {
         self.module()
@@ -479,7 +521,12 @@ impl Compiler {
         if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
-        self.helpers.hop = make_hop(&mut module);
+        (
+            self.helpers.hop,
+            self.helpers.hop_link,
+            self.helpers.hop_dyn,
+        ) = make_hop(&mut module);
+        self.links.clear();
         self.module = Some(module);
         self.in_module = 0;
     }

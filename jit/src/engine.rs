@@ -991,12 +991,22 @@ impl Jit {
             return;
         }
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
+        let mut made = Vec::new();
         for k in std::mem::take(&mut self.pending) {
             if let Some(&i) = self.index.get(&k) {
                 let e = &mut self.entries[i as usize];
                 if let Tier::Pending(id) = e.tier {
                     let f = self.compiler.get(id);
                     e.tier = Tier::Ready(f);
+                    made.push(k.rip);
+                    // In the table at once (the function checks itself on a chained entry):
+                    // an emptied link refills from the table, which must not hand it the
+                    // function this one replaces until the dispatcher first runs this one.
+                    self.chain.set(ChainEntry {
+                        rip: k.rip,
+                        func: f as u64,
+                        len: e.len as u64,
+                    });
                     let len = self.extras[i as usize].as_ref().map_or(0, |x| x.code_len);
                     if let (Some(dir), true) = (&self.dump_code, len > 0) {
                         dump_code(dir, f, len, k.rip);
@@ -1004,6 +1014,10 @@ impl Jit {
                 }
             }
         }
+        // A link to one of these RIPs may hold a function whose code went stale: empty them,
+        // and the next jump through each finds the function the dispatcher runs now.
+        made.sort_unstable();
+        self.compiler.unlink(&made);
     }
 }
 

@@ -164,6 +164,22 @@ fn rewritten_callee_runs_the_new_code() {
     }
 }
 
+/// A direct exit's link (`lockstep_jit::chain::Link`) to the rewritten callee's old function
+/// is emptied when the new code is compiled, so the calls after the rewrite chain again:
+/// a link left pointing at the stale function would send each of them back to the
+/// dispatcher (its entry check fails), about `LOOPS` lookups more.
+#[test]
+fn rewritten_callee_is_linked_again() {
+    let mut a = machine(Remap::Rewrite);
+    let mut b = machine(Remap::Rewrite);
+    let (jit, stop) = common::run_sys(&mut a, &mut b, 1 << 30);
+    assert_eq!(stop, ExitReason::Halt);
+    assert_eq!(b.cpu.state.gpr[reg::RAX], LOOPS as u64 * 10_001);
+    let s = &jit.stats;
+    assert!(s.chained_runs > 3 * LOOPS as u64, "{}", s.summary());
+    assert!(s.lookups < 100, "{}", s.summary());
+}
+
 /// A virtual code page mapped to different physical pages (with different code) in two
 /// address spaces: a chained jump between blocks of one page may skip the target's entry
 /// check only when the target was compiled from the same physical page and code as the

@@ -1,16 +1,17 @@
-//! The hop stub: the chain-table lookup that every chained block exit ends in, made once
-//! per module and tail-called by the exits (see `Lower::emit_chain_exit`), instead of being
-//! repeated inline at each exit.
+//! The hop stubs: the chain-table lookup that chained block exits end in, made once per
+//! module and tail-called by the exits (see `Lower::emit_chain_exit`), instead of being
+//! repeated inline at each exit; and the link stubs, which first try the function the exit's
+//! own link (`chain::Link`) holds.
 //!
 //! An exit has written everything back; it passes the target RIP, the target's chain-table set
-//! (a constant for direct exits), `cpu.retired` as just stored, and the `entered` word the
-//! target gets (see `Lower::skip_target_check`). The stub takes the set's first way if its RIP
-//! is the target, else the second; if that entry holds the target and the budget covers the
-//! target block's length, it counts the hop and tail-calls the entry's function; otherwise it
-//! stores RIP and returns [`ret::DISPATCH`] to the dispatcher (the exit was tail-called, so its
+//! (or its link), `cpu.retired` as just stored, and the `entered` word the target gets (see
+//! `Lower::skip_target_check`). The plain stub takes the set's first way if its RIP is the
+//! target, else the second; if that entry holds the target and the budget covers the target
+//! block's length, it counts the hop and tail-calls the entry's function; otherwise it stores
+//! RIP and returns [`ret::DISPATCH`] to the dispatcher (the exit was tail-called, so its
 //! return goes straight there).
 //!
-//! The stub is machine code assembled at start-up ([`hop_code`]): compiled by Cranelift it
+//! The stubs are machine code assembled at start-up: compiled by Cranelift the plain one
 //! needed a frame (frame pointers are required with tail calls) and 16 instructions on the
 //! hop path instead of 11.
 //!
@@ -66,9 +67,107 @@ pub fn hop_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     a.assemble(0)
 }
 
+/// The stub for direct exits, `hop_link`: the same signature as [`hop_code`]'s, with the exit's
+/// link (`chain::Link`) in place of the set. When the link holds a function, the stub checks
+/// the budget against the link's length and jumps there: one load before the jump, no table
+/// probe. When it is empty, the stub makes the table lookup of [`hop_code`] in the link's set
+/// and, on a hit, fills the link before it jumps. It touches only RAX, R8–R11 and flags.
+pub fn hop_link_code() -> Result<Vec<u8>, iced_x86::IcedError> {
+    use iced_x86::code_asm::*;
+    let mut a = CodeAssembler::new(64)?;
+    let mut back = a.create_label();
+    let mut fill = a.create_label();
+    let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
+    // A linked function: the budget check, then the jump.
+    a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
+    a.test(rax, rax)?;
+    a.jz(fill)?;
+    a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
+    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
+    a.ja(back)?;
+    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    a.jmp(rax)?;
+    // An empty link: the table lookup in the link's set, and the link filled on a hit.
+    a.set_label(&mut fill)?;
+    a.mov(r11, r8)?;
+    a.mov(r8, qword_ptr(r11 + chain::LINK_SET))?;
+    a.mov(r10, qword_ptr(r8 + rip))?;
+    a.lea(rax, qword_ptr(r8 + chain::ENTRY_BYTES as i32))?;
+    a.cmp(r10, rcx)?;
+    a.cmove(rax, r8)?;
+    a.cmp(qword_ptr(rax + rip), rcx)?;
+    a.jne(back)?;
+    a.mov(r10, qword_ptr(rax + func))?;
+    a.mov(qword_ptr(r11 + chain::LINK_FUNC), r10)?;
+    a.mov(r10, qword_ptr(rax + len))?;
+    a.mov(qword_ptr(r11 + chain::LINK_LEN), r10)?;
+    a.add(r9, r10)?;
+    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
+    a.ja(back)?;
+    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    a.jmp(qword_ptr(rax + func))?;
+    a.set_label(&mut back)?;
+    a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
+    a.mov(eax, ret::DISPATCH as u32)?;
+    a.ret()?;
+    a.assemble(0)
+}
+
+/// The stub for indirect exits, `hop_dyn`: as [`hop_link_code`], but the link caches the last
+/// target: when the target is the link's RIP and the link holds a function, the budget check
+/// and the jump; otherwise the table lookup in the target's set (hashed here; the link's
+/// `set` is the table) and, on a hit, the link refilled with the target and its function.
+pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
+    use iced_x86::code_asm::*;
+    let mut a = CodeAssembler::new(64)?;
+    let mut back = a.create_label();
+    let mut miss = a.create_label();
+    let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
+    a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
+    a.jne(miss)?;
+    a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
+    a.test(rax, rax)?;
+    a.jz(miss)?;
+    a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
+    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
+    a.ja(back)?;
+    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    a.jmp(rax)?;
+    // Another target (or an empty link): its set, `table + (hash(rip) >> shift) * 64`.
+    a.set_label(&mut miss)?;
+    a.mov(r11, r8)?;
+    a.mov(r10, chain::HASH_MUL)?;
+    a.imul_2(r10, rcx)?;
+    a.shr(r10, chain::HASH_SHIFT)?;
+    a.shl(r10, chain::SET_BYTES.trailing_zeros())?;
+    a.add(r10, qword_ptr(r11 + chain::LINK_SET))?;
+    a.mov(r8, r10)?;
+    a.mov(r10, qword_ptr(r8 + rip))?;
+    a.lea(rax, qword_ptr(r8 + chain::ENTRY_BYTES as i32))?;
+    a.cmp(r10, rcx)?;
+    a.cmove(rax, r8)?;
+    a.cmp(qword_ptr(rax + rip), rcx)?;
+    a.jne(back)?;
+    a.mov(qword_ptr(r11 + chain::LINK_RIP), rcx)?;
+    a.mov(r10, qword_ptr(rax + func))?;
+    a.mov(qword_ptr(r11 + chain::LINK_FUNC), r10)?;
+    a.mov(r10, qword_ptr(rax + len))?;
+    a.mov(qword_ptr(r11 + chain::LINK_LEN), r10)?;
+    a.add(r9, r10)?;
+    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
+    a.ja(back)?;
+    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    a.jmp(qword_ptr(rax + func))?;
+    a.set_label(&mut back)?;
+    a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
+    a.mov(eax, ret::DISPATCH as u32)?;
+    a.ret()?;
+    a.assemble(0)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::hop_code;
+    use super::{hop_code, hop_dyn_code, hop_link_code};
     use iced_x86::{Decoder, DecoderOptions, InstructionInfoFactory, OpAccess, Register};
 
     /// The machine-code stub writes only the scratch registers it claims (never RBP, RSP
@@ -76,8 +175,27 @@ mod tests {
     /// RET.
     #[test]
     fn the_machine_code_stub_writes_only_scratch_registers() {
-        let code = hop_code().expect("assembles");
-        let mut dec = Decoder::with_ip(64, &code, 0, DecoderOptions::NONE);
+        scratch_only(
+            &hop_code().expect("assembles"),
+            &[Register::RAX, Register::R9, Register::R10],
+        );
+    }
+
+    #[test]
+    fn the_link_stub_writes_only_scratch_registers() {
+        let scratch = [
+            Register::RAX,
+            Register::R8,
+            Register::R9,
+            Register::R10,
+            Register::R11,
+        ];
+        scratch_only(&hop_link_code().expect("assembles"), &scratch);
+        scratch_only(&hop_dyn_code().expect("assembles"), &scratch);
+    }
+
+    fn scratch_only(code: &[u8], scratch: &[Register]) {
+        let mut dec = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
         let mut fac = InstructionInfoFactory::new();
         let mut last = Vec::new();
         for ins in &mut dec {
@@ -90,10 +208,7 @@ mod tests {
                     OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite
                 ) {
                     let r = u.register().full_register();
-                    assert!(
-                        [Register::RAX, Register::R9, Register::R10].contains(&r),
-                        "{ins} writes {r:?}"
-                    );
+                    assert!(scratch.contains(&r), "{ins} writes {r:?}");
                 }
             }
             last.push(ins.mnemonic());

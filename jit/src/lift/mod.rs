@@ -161,6 +161,11 @@ pub struct Lower<'a> {
     sigs: HelperSigs,
     /// Address of the chain table (`crate::chain`).
     chain_table: u64,
+    /// [`LowerTarget::links`] and the targets of the links taken so far.
+    links: (u64, usize),
+    new_links: Vec<u64>,
+    /// [`LowerTarget::dyn_links`].
+    dyn_links: bool,
     /// The instruction being lowered.
     ins_ip: u64,
     next_ip: u64,
@@ -445,6 +450,11 @@ fn own_check(entry: &Block) -> Option<(u64, u64)> {
 pub struct LowerTarget {
     pub frontend: cranelift_codegen::isa::TargetFrontendConfig,
     pub chain_table: u64,
+    /// The next free link (`crate::chain::Link`) and how many are left: direct exits take
+    /// links from here, in order ([`Lowered::links`]).
+    pub links: (u64, usize),
+    /// Indirect exits take links too (else only direct exits do).
+    pub dyn_links: bool,
     pub ram_base: u64,
     pub fold_offsets: bool,
 }
@@ -463,6 +473,8 @@ pub fn lower_region(
     let LowerTarget {
         frontend,
         chain_table,
+        links,
+        dyn_links,
         ram_base,
         fold_offsets,
     } = target;
@@ -577,6 +589,9 @@ pub fn lower_region(
         fold_offsets,
         sigs,
         chain_table,
+        links,
+        new_links: Vec::new(),
+        dyn_links,
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
@@ -692,10 +707,12 @@ pub fn lower_region(
     l.b.seal_all_blocks();
     drop_unused_loads(l.b.func, &incoming);
     let stats = l.stats;
+    let links = core::mem::take(&mut l.new_links);
     l.b.finalize(frontend);
     Lowered {
         stats,
         member_entries,
+        links,
     }
 }
 
@@ -708,6 +725,9 @@ pub struct Lowered {
     /// it). Their cache entries can run this function instead of compiling their own (see
     /// `Jit::promote`).
     pub member_entries: Vec<usize>,
+    /// The target RIPs of the links the function's direct exits took, in order from
+    /// [`LowerTarget::links`] (the caller fills them in before the function can run).
+    pub links: Vec<u64>,
 }
 
 /// Remove the loads defining `values` that no instruction uses. Cranelift keeps every load
@@ -1237,6 +1257,40 @@ impl Lower<'_> {
             Some(r) => r,
             None => self.retired_slot().1,
         };
+        // A direct exit goes through its link(s) and the link stub; any other exit (or
+        // when the links have run out) through the set for the target and the hop stub.
+        let linked = match exit {
+            Exit::Const(t) => self.link_for(t).map(|a| self.iconst(a)),
+            Exit::Either(c, t, f) => match (self.link_for(t), self.link_for(f)) {
+                (Some(lt), Some(lf)) => {
+                    let (lt, lf) = (self.iconst(lt), self.iconst(lf));
+                    Some(self.b.ins().select(c, lt, lf))
+                }
+                _ => None,
+            },
+            Exit::Dyn(_) | Exit::Switch(_) if self.dyn_links => {
+                self.link_for(crate::chain::DYN).map(|a| self.iconst(a))
+            }
+            _ => None,
+        };
+        let entered = match self.skip_target_check(exit, rip) {
+            Some(v) => v,
+            None => self.iconst(0),
+        };
+        let (st, f) = (self.state, self.frame);
+        if let Some(link) = linked {
+            let stub = match rip {
+                Rip::Dyn(_) if !matches!(exit, Exit::Either(..)) => self.sigs.addrs.hop_dyn,
+                _ => self.sigs.addrs.hop_link,
+            };
+            let stub = self.iconst(stub);
+            self.b.ins().return_call_indirect(
+                self.sigs.hop,
+                stub,
+                &[st, f, entered, target, link, r],
+            );
+            return;
+        }
         // The set for the target.
         let set_of = |l: &mut Self, t: u64| {
             l.iconst(l.chain_table + chain::set_of(t) as u64 * chain::SET_BYTES as u64)
@@ -1256,15 +1310,29 @@ impl Lower<'_> {
             }
         };
         // The lookup and the jump: in the module's hop stub (see `hop`).
-        let entered = match self.skip_target_check(exit, rip) {
-            Some(v) => v,
-            None => self.iconst(0),
-        };
         let stub = self.iconst(self.sigs.addrs.hop);
-        let (st, f) = (self.state, self.frame);
         self.b
             .ins()
             .return_call_indirect(self.sigs.hop, stub, &[st, f, entered, target, set, r]);
+    }
+
+    /// The address of the link for a direct exit to `t` (one per target in a function), or
+    /// `None` when the link table has none left.
+    fn link_for(&mut self, t: u64) -> Option<u64> {
+        let (base, left) = self.links;
+        let i = match self
+            .new_links
+            .iter()
+            .position(|&r| r == t && t != crate::chain::DYN)
+        {
+            Some(i) => i,
+            None if self.new_links.len() < left => {
+                self.new_links.push(t);
+                self.new_links.len() - 1
+            }
+            None => return None,
+        };
+        Some(base + i as u64 * crate::chain::LINK_BYTES as u64)
     }
 
     /// On the way to a chained jump: when the target is on the virtual page this function's
