@@ -381,6 +381,9 @@ pub struct Jit {
     /// Compiles per physical code page since the last flush: a page past
     /// [`MAX_PAGE_COMPILES`] (code rewritten again and again) stays interpreted.
     page_compiles: FixedMap<u64, u32>,
+    /// RIPs a function has been made callable for since the last flush: only links to these
+    /// can hold a function that a new one replaces (see `Jit::maybe_finalize`).
+    made_rips: FixedMap<u64, ()>,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -451,6 +454,7 @@ impl Jit {
             front: vec![Front::EMPTY; FRONT_ENTRIES].into_boxed_slice(),
             prev_slot: 0,
             page_compiles: FixedMap::default(),
+            made_rips: FixedMap::default(),
             compiler: Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr()),
             chain,
             single_block: false,
@@ -467,6 +471,7 @@ impl Jit {
         self.index.clear();
         self.front.fill(Front::EMPTY);
         self.page_compiles.clear();
+        self.made_rips.clear();
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
         self.chain.clear();
@@ -998,7 +1003,9 @@ impl Jit {
                 if let Tier::Pending(id) = e.tier {
                     let f = self.compiler.get(id);
                     e.tier = Tier::Ready(f);
-                    made.push(k.rip);
+                    if self.made_rips.insert(k.rip, ()).is_some() {
+                        made.push(k.rip);
+                    }
                     // In the table at once (the function checks itself on a chained entry):
                     // an emptied link refills from the table, which must not hand it the
                     // function this one replaces until the dispatcher first runs this one.
@@ -1014,10 +1021,14 @@ impl Jit {
                 }
             }
         }
-        // A link to one of these RIPs may hold a function whose code went stale: empty them,
-        // and the next jump through each finds the function the dispatcher runs now.
-        made.sort_unstable();
-        self.compiler.unlink(&made);
+        // A link to a RIP that had a function before may hold one whose code went stale:
+        // empty them, and the next jump through each finds the new function in the table. (A
+        // link only ever holds a function from the table, so RIPs made callable for the first
+        // time have none: most batches skip the pass over the links.)
+        if !made.is_empty() {
+            made.sort_unstable();
+            self.compiler.unlink(&made);
+        }
     }
 }
 
