@@ -24,6 +24,8 @@ use crate::chain;
 use crate::frame::{ret, Frame, OFF_RIP};
 use cranelift_codegen::ir::{types, AbiParam, Signature};
 use cranelift_codegen::isa::CallConv;
+use iced_x86::code_asm::*;
+use iced_x86::IcedError;
 
 /// `hop(state, frame, entered, target, set, retired) -> exit word`, `tail` convention (so that
 /// exits tail-call it and it tail-calls the target): a block's parameters (`target` is the
@@ -42,28 +44,10 @@ pub fn hop_signature() -> Signature {
 /// (caller-saved in that convention), not RBP or RSP, and leaves RDI, RSI, RDX and RCX —
 /// the target's arguments `state, frame, entered, rip` — as they came.
 pub fn hop_code() -> Result<Vec<u8>, iced_x86::IcedError> {
-    use iced_x86::code_asm::*;
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
-    let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
-    // The way that holds the target: the first if its RIP matches, else the second.
-    a.mov(r10, qword_ptr(r8 + rip))?;
-    a.lea(rax, qword_ptr(r8 + chain::ENTRY_BYTES as i32))?;
-    a.cmp(r10, rcx)?;
-    a.cmove(rax, r8)?;
-    a.cmp(qword_ptr(rax + rip), rcx)?;
-    a.jne(back)?;
-    // The target block must fit in the budget: retired + len <= chain_end.
-    a.add(r9, qword_ptr(rax + len))?;
-    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
-    a.ja(back)?;
-    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
-    a.jmp(qword_ptr(rax + func))?;
-    // No entry: RIP is the target, back to the dispatcher.
-    a.set_label(&mut back)?;
-    a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
-    a.mov(eax, ret::DISPATCH as u32)?;
-    a.ret()?;
+    table_jump(&mut a, back, None)?;
+    back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
 }
 
@@ -73,43 +57,19 @@ pub fn hop_code() -> Result<Vec<u8>, iced_x86::IcedError> {
 /// probe. When it is empty, the stub makes the table lookup of [`hop_code`] in the link's set
 /// and, on a hit, fills the link before it jumps. It touches only RAX, R8–R11 and flags.
 pub fn hop_link_code() -> Result<Vec<u8>, iced_x86::IcedError> {
-    use iced_x86::code_asm::*;
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     let mut fill = a.create_label();
-    let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
-    // A linked function: the budget check, then the jump.
     a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
     a.test(rax, rax)?;
     a.jz(fill)?;
-    a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
-    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
-    a.ja(back)?;
-    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
-    a.jmp(rax)?;
+    linked_jump(&mut a, back)?;
     // An empty link: the table lookup in the link's set, and the link filled on a hit.
     a.set_label(&mut fill)?;
     a.mov(r11, r8)?;
     a.mov(r8, qword_ptr(r11 + chain::LINK_SET))?;
-    a.mov(r10, qword_ptr(r8 + rip))?;
-    a.lea(rax, qword_ptr(r8 + chain::ENTRY_BYTES as i32))?;
-    a.cmp(r10, rcx)?;
-    a.cmove(rax, r8)?;
-    a.cmp(qword_ptr(rax + rip), rcx)?;
-    a.jne(back)?;
-    a.mov(r10, qword_ptr(rax + func))?;
-    a.mov(qword_ptr(r11 + chain::LINK_FUNC), r10)?;
-    a.mov(r10, qword_ptr(rax + len))?;
-    a.mov(qword_ptr(r11 + chain::LINK_LEN), r10)?;
-    a.add(r9, r10)?;
-    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
-    a.ja(back)?;
-    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
-    a.jmp(qword_ptr(rax + func))?;
-    a.set_label(&mut back)?;
-    a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
-    a.mov(eax, ret::DISPATCH as u32)?;
-    a.ret()?;
+    table_jump(&mut a, back, Some(false))?;
+    back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
 }
 
@@ -118,21 +78,15 @@ pub fn hop_link_code() -> Result<Vec<u8>, iced_x86::IcedError> {
 /// and the jump; otherwise the table lookup in the target's set (hashed here; the link's
 /// `set` is the table) and, on a hit, the link refilled with the target and its function.
 pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
-    use iced_x86::code_asm::*;
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     let mut miss = a.create_label();
-    let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
     a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
     a.jne(miss)?;
     a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
     a.test(rax, rax)?;
     a.jz(miss)?;
-    a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
-    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
-    a.ja(back)?;
-    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
-    a.jmp(rax)?;
+    linked_jump(&mut a, back)?;
     // Another target (or an empty link): its set, `table + (hash(rip) >> shift) * 64`.
     a.set_label(&mut miss)?;
     a.mov(r11, r8)?;
@@ -142,27 +96,59 @@ pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     a.shl(r10, chain::SET_BYTES.trailing_zeros())?;
     a.add(r10, qword_ptr(r11 + chain::LINK_SET))?;
     a.mov(r8, r10)?;
+    table_jump(&mut a, back, Some(true))?;
+    back_to_dispatcher(&mut a, &mut back)?;
+    a.assemble(0)
+}
+
+/// The jump to a linked function (in RAX; the link in R8): the budget check against the
+/// link's length, the hop counted, the jump.
+fn linked_jump(a: &mut CodeAssembler, back: CodeLabel) -> Result<(), IcedError> {
+    a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
+    a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
+    a.ja(back)?;
+    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    a.jmp(rax)
+}
+
+/// The chain-table lookup in the set at R8 and the jump: the way that holds the target (the
+/// first if its RIP matches, else the second), the budget check (`retired + len <=
+/// chain_end`), the hop counted, the jump through the entry's `func`. With `fill`, the link
+/// at R11 gets the entry's function and length first (and, if `fill` is `Some(true)`, the
+/// target as its RIP).
+fn table_jump(a: &mut CodeAssembler, back: CodeLabel, fill: Option<bool>) -> Result<(), IcedError> {
+    let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
     a.mov(r10, qword_ptr(r8 + rip))?;
     a.lea(rax, qword_ptr(r8 + chain::ENTRY_BYTES as i32))?;
     a.cmp(r10, rcx)?;
     a.cmove(rax, r8)?;
     a.cmp(qword_ptr(rax + rip), rcx)?;
     a.jne(back)?;
-    a.mov(qword_ptr(r11 + chain::LINK_RIP), rcx)?;
-    a.mov(r10, qword_ptr(rax + func))?;
-    a.mov(qword_ptr(r11 + chain::LINK_FUNC), r10)?;
-    a.mov(r10, qword_ptr(rax + len))?;
-    a.mov(qword_ptr(r11 + chain::LINK_LEN), r10)?;
-    a.add(r9, r10)?;
+    match fill {
+        Some(set_rip) => {
+            if set_rip {
+                a.mov(qword_ptr(r11 + chain::LINK_RIP), rcx)?;
+            }
+            a.mov(r10, qword_ptr(rax + func))?;
+            a.mov(qword_ptr(r11 + chain::LINK_FUNC), r10)?;
+            a.mov(r10, qword_ptr(rax + len))?;
+            a.mov(qword_ptr(r11 + chain::LINK_LEN), r10)?;
+            a.add(r9, r10)?;
+        }
+        None => a.add(r9, qword_ptr(rax + len))?,
+    }
     a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
     a.ja(back)?;
     a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
-    a.jmp(qword_ptr(rax + func))?;
-    a.set_label(&mut back)?;
+    a.jmp(qword_ptr(rax + func))
+}
+
+/// No jump: RIP is the target, back to the dispatcher.
+fn back_to_dispatcher(a: &mut CodeAssembler, back: &mut CodeLabel) -> Result<(), IcedError> {
+    a.set_label(back)?;
     a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
     a.mov(eax, ret::DISPATCH as u32)?;
-    a.ret()?;
-    a.assemble(0)
+    a.ret()
 }
 
 #[cfg(test)]
