@@ -37,7 +37,7 @@ use lockstep_interp::decode::Block;
 #[repr(C, align(32))]
 #[derive(Clone, Copy, Debug)]
 pub struct ChainEntry {
-    /// Guest RIP of the block (`u64::MAX`: empty; never a valid, canonical target).
+    /// Guest RIP of the block ([`NO_RIP`]: empty).
     pub rip: u64,
     /// Entry address of the compiled block (`tail` convention).
     pub func: u64,
@@ -45,8 +45,14 @@ pub struct ChainEntry {
     pub len: u64,
 }
 
+/// The RIP of an empty entry or link: not canonical, so never the target of an exit (direct
+/// targets are canonical, and indirect ones are checked before the exit: a non-canonical one
+/// is a #GP at the branch). `u64::MAX` served until session 25, but it is canonical: an exit
+/// to 0xffff_ffff_ffff_ffff matched an empty entry and jumped to its null function.
+pub const NO_RIP: u64 = 1 << 63;
+
 pub const EMPTY: ChainEntry = ChainEntry {
-    rip: u64::MAX,
+    rip: NO_RIP,
     func: 0,
     len: u64::MAX,
 };
@@ -187,7 +193,7 @@ pub const LINK_LEN: i32 = core::mem::offset_of!(Link, len) as i32;
 pub const LINK_SET: i32 = core::mem::offset_of!(Link, set) as i32;
 pub const LINK_RIP: i32 = core::mem::offset_of!(Link, rip) as i32;
 /// The RIP of an indirect exit's link before its first fill (never a valid target).
-pub const DYN: u64 = u64::MAX;
+pub const DYN: u64 = NO_RIP;
 const _: () = assert!(LINK_BYTES == 32);
 
 /// Links in a table: exits compiled after it is full tail-call the plain hop stub (with the
@@ -198,7 +204,7 @@ const EMPTY_LINK: Link = Link {
     func: 0,
     len: 0,
     set: 0,
-    rip: u64::MAX,
+    rip: NO_RIP,
 };
 
 /// Every direct exit's link, handed out in order as functions are compiled: boxed, so that
@@ -333,9 +339,9 @@ mod tests {
         let other = (0x40_0000u64..)
             .find(|&r| set_of(r) != set_of(rips[0]))
             .expect("another set");
-        assert_eq!(t.probe(other).rip, u64::MAX);
+        assert_eq!(t.probe(other).rip, NO_RIP);
         t.clear();
-        assert_eq!(t.probe(rips[2]).rip, u64::MAX);
+        assert_eq!(t.probe(rips[2]).rip, NO_RIP);
     }
 
     #[test]
@@ -367,6 +373,17 @@ mod tests {
         t.clear();
         assert_eq!(t.next(), (first, LINKS));
         assert!(t.at(first).is_none());
+    }
+
+    /// No exit target can match an empty entry or link: exit targets are canonical.
+    #[test]
+    fn empty_entries_and_links_have_a_non_canonical_rip() {
+        use lockstep_interp::mmu::is_canonical;
+        assert!(!is_canonical(EMPTY.rip) && !is_canonical(EMPTY_LINK.rip) && !is_canonical(DYN));
+        // The highest canonical address, which the old marker was, probes an empty set.
+        let t = ChainTable::default();
+        assert!(is_canonical(u64::MAX));
+        assert_ne!(t.probe(u64::MAX).rip, u64::MAX);
     }
 
     #[test]
