@@ -189,7 +189,8 @@ impl Str {
             if in_page + e > PAGE_SIZE {
                 return 0;
             }
-            return (in_page / e + 1).min(off / e + 1);
+            // (`off / e + 1` is 2^64 for a 64-bit offset of all ones: saturate.)
+            return (in_page / e + 1).min((off / e).saturating_add(1));
         }
         let space = match self.asize {
             8 => u64::MAX,
