@@ -103,6 +103,12 @@ pub fn set_of(rip: u64) -> usize {
     rip_hash(rip, SETS.trailing_zeros())
 }
 
+/// Address of `rip`'s set in the table at `table` (a direct exit's constant).
+#[inline]
+pub fn set_addr(table: u64, rip: u64) -> u64 {
+    table + set_of(rip) as u64 * SET_BYTES as u64
+}
+
 /// One set: a cache line (`#[repr(C)]`, aligned, so compiled code finds way 1 at
 /// [`ENTRY_BYTES`] from way 0).
 #[repr(C, align(64))]
@@ -239,7 +245,7 @@ impl LinkTable {
             let set = if rip == DYN {
                 table
             } else {
-                table + set_of(rip) as u64 * SET_BYTES as u64
+                set_addr(table, rip)
             };
             *l = Link {
                 func: 0,

@@ -1292,9 +1292,7 @@ impl Lower<'_> {
             return;
         }
         // The set for the target.
-        let set_of = |l: &mut Self, t: u64| {
-            l.iconst(l.chain_table + chain::set_of(t) as u64 * chain::SET_BYTES as u64)
-        };
+        let set_of = |l: &mut Self, t: u64| l.iconst(chain::set_addr(l.chain_table, t));
         let set = match (exit, rip) {
             (Exit::Either(c, t, f), _) => {
                 let (st, sf) = (set_of(self, t), set_of(self, f));
@@ -1320,11 +1318,11 @@ impl Lower<'_> {
     /// `None` when the link table has none left.
     fn link_for(&mut self, t: u64) -> Option<u64> {
         let (base, left) = self.links;
-        let i = match self
-            .new_links
-            .iter()
-            .position(|&r| r == t && t != crate::chain::DYN)
-        {
+        // (An indirect exit's link is its own: only direct targets share one.)
+        let shared = (t != crate::chain::DYN)
+            .then(|| self.new_links.iter().position(|&r| r == t))
+            .flatten();
+        let i = match shared {
             Some(i) => i,
             None if self.new_links.len() < left => {
                 self.new_links.push(t);
