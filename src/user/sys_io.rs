@@ -217,21 +217,26 @@ pub(super) fn sys_ioctl(fd: u64) -> SysResult {
     }
 }
 
-/// `struct stat` (x86-64 layout, 144 bytes) of stdio descriptor `fd`: a character device,
-/// mode 0620, owner root, all times at the virtual epoch.
+/// `struct stat` (x86-64 layout, 144 bytes) of stdio descriptor `fd`: a pipe, as a harness
+/// that captures a program's output gives it — mode 0600, owner root, `st_blksize` one page,
+/// all times at the virtual epoch. Not a terminal, in agreement with `ioctl` (ENOTTY): until
+/// session 26 the descriptors were character devices with a pseudo-terminal's numbers (136:fd),
+/// which glibc takes for a terminal without asking (`DEV_TTY_P`), so glibc programs wrote their
+/// stdout line by line while musl programs (which ask with TIOCGWINSZ) and the same programs
+/// run natively under a harness buffered it.
 pub fn stdio_stat(fd: u64) -> [u8; 144] {
     let mut b = [0u8; 144];
     let mut put =
         |off: usize, v: u64, n: usize| b[off..off + n].copy_from_slice(&v.to_le_bytes()[..n]);
-    put(0, 0x16, 8); // st_dev
+    put(0, 0x0c, 8); // st_dev: the pipe file system's anonymous device
     put(8, 3 + fd, 8); // st_ino
     put(16, 1, 8); // st_nlink
-    put(24, 0o020_620, 4); // st_mode: S_IFCHR | 0620
+    put(24, 0o010_600, 4); // st_mode: S_IFIFO | 0600
     put(28, 0, 4); // st_uid
     put(32, 0, 4); // st_gid
-    put(40, (136 << 8) | fd, 8); // st_rdev: a pseudo-terminal's numbers
+    put(40, 0, 8); // st_rdev: none
     put(48, 0, 8); // st_size
-    put(56, 1024, 8); // st_blksize
+    put(56, 4096, 8); // st_blksize
     put(64, 0, 8); // st_blocks
     for off in [72, 88, 104] {
         put(off, EPOCH_2000, 8); // st_atime, st_mtime, st_ctime (nsec fields stay 0)
@@ -289,12 +294,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_of_stdio_is_a_char_device() {
+    fn stat_of_stdio_is_a_pipe() {
         let b = stdio_stat(1);
         let mode = u32::from_le_bytes(b[24..28].try_into().unwrap());
-        assert_eq!(mode & 0o170_000, 0o020_000);
-        assert_eq!(mode & 0o777, 0o620);
-        assert_eq!(u64::from_le_bytes(b[40..48].try_into().unwrap()), 0x8801);
+        assert_eq!(mode & 0o170_000, 0o010_000);
+        assert_eq!(mode & 0o777, 0o600);
+        // No device numbers: glibc's DEV_TTY_P must not take it for a pseudo-terminal.
+        assert_eq!(u64::from_le_bytes(b[40..48].try_into().unwrap()), 0);
+        assert_eq!(u64::from_le_bytes(b[56..64].try_into().unwrap()), 4096);
         assert_eq!(
             u64::from_le_bytes(b[88..96].try_into().unwrap()),
             EPOCH_2000
