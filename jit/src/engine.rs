@@ -1074,6 +1074,9 @@ impl Drop for Jit {
             self.stats.cache_entries = self.entries.len() as u64;
             eprintln!("{}", self.stats.summary());
         }
+        if std::env::var_os("LOCKSTEP_JIT_PASS_TIMES").is_some() {
+            eprintln!("{}", cranelift_codegen::timing::take_current());
+        }
     }
 }
 
