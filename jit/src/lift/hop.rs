@@ -60,10 +60,7 @@ pub fn hop_link_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     let mut fill = a.create_label();
-    a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
-    a.test(rax, rax)?;
-    a.jz(fill)?;
-    linked_jump(&mut a, back)?;
+    jump_if_linked(&mut a, fill, back)?;
     // An empty link: the table lookup in the link's set, and the link filled on a hit.
     a.set_label(&mut fill)?;
     a.mov(r11, r8)?;
@@ -83,10 +80,7 @@ pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut miss = a.create_label();
     a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
     a.jne(miss)?;
-    a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
-    a.test(rax, rax)?;
-    a.jz(miss)?;
-    linked_jump(&mut a, back)?;
+    jump_if_linked(&mut a, miss, back)?;
     // Another target (or an empty link): its set, `table + (hash(rip) >> shift) * 64`.
     a.set_label(&mut miss)?;
     a.mov(r11, r8)?;
@@ -101,9 +95,17 @@ pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     a.assemble(0)
 }
 
-/// The jump to a linked function (in RAX; the link in R8): the budget check against the
-/// link's length, the hop counted, the jump.
-fn linked_jump(a: &mut CodeAssembler, back: CodeLabel) -> Result<(), IcedError> {
+/// The jump through the link at R8: to `empty` if it holds no function; else the budget
+/// check against the link's length (to `back` if the block does not fit), the hop counted,
+/// the jump to the function (in RAX).
+fn jump_if_linked(
+    a: &mut CodeAssembler,
+    empty: CodeLabel,
+    back: CodeLabel,
+) -> Result<(), IcedError> {
+    a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
+    a.test(rax, rax)?;
+    a.jz(empty)?;
     a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
     a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
     a.ja(back)?;

@@ -1279,9 +1279,9 @@ impl Lower<'_> {
         };
         let (st, f) = (self.state, self.frame);
         if let Some(link) = linked {
-            let stub = match rip {
-                Rip::Dyn(_) if !matches!(exit, Exit::Either(..)) => self.sigs.addrs.hop_dyn,
-                _ => self.sigs.addrs.hop_link,
+            let stub = match exit {
+                Exit::Dyn(_) | Exit::Switch(_) => self.sigs.addrs.hop_dyn,
+                Exit::Const(_) | Exit::Either(..) => self.sigs.addrs.hop_link,
             };
             let stub = self.iconst(stub);
             self.b.ins().return_call_indirect(
