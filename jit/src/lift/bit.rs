@@ -137,6 +137,11 @@ fn count(l: &mut Lower, ins: &Instruction, size: u8) {
         _ => l.b.ins().popcnt(s),
     };
     l.write_reg(ins.op0_register(), res);
+    if l.flags_dead {
+        // A later instruction of the block overwrites the flags unobserved
+        // (`flags::dead_after`): no need to fold these into RFLAGS.
+        return;
+    }
     let zf = l.b.ins().icmp_imm_s(IntCC::Equal, res, 0);
     let zf = l.b.ins().uextend(types::I64, zf);
     let zf = l.b.ins().ishl_imm_s(zf, 6);

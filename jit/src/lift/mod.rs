@@ -180,6 +180,9 @@ pub struct Lower<'a> {
     next_version: u32,
     /// `group::later_bases` of the instruction being lowered.
     later_bases: u32,
+    /// The status flags the instruction being lowered leaves are dead
+    /// ([`flags::dead_after`]): nothing observes them before they are overwritten.
+    pub flags_dead: bool,
     /// The entry block's virtual page and check word (`chain::ChainEntry::check`), when it
     /// lies in one page; the constants that enable same-page entry-check skips at chain exits
     /// (turned off after lowering if the function calls the interpreter); whether it does.
@@ -600,6 +603,7 @@ pub fn lower_region(
         versions: [0; 16],
         next_version: 0,
         later_bases: 0,
+        flags_dead: false,
         own_check: own_check(blocks[0]),
         skip_enables: Vec::new(),
         exec_called: false,
@@ -860,6 +864,7 @@ impl Lower<'_> {
             l.ins_ip = d.ins.ip();
             l.next_ip = d.ins.next_ip();
             l.later_bases = later[i];
+            l.flags_dead = flags::dead_after(&block.insns, i);
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
                 && d.ins.mnemonic() != iced_x86::Mnemonic::Lea

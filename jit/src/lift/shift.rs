@@ -2,7 +2,8 @@
 //! SHLD/SHRD of 32/64-bit registers by an immediate or CL, as `lockstep_interp::ops::shift`
 //! and `shift_double` define them (OF for every non-zero count as for a count of 1, AF = 0).
 //! A run-time masked count of 0 changes no flag: the flags are then folded in a cold block
-//! and the record (`FlagOp::BitsOrKeep`) selects them at run time.
+//! and the record (`FlagOp::BitsOrKeep`) selects them at run time — unless a later
+//! instruction of the block overwrites them unobserved (`flags::dead_after`).
 
 use super::flags::FlagOp;
 use super::insn::{reg_op, Outcome};
@@ -86,13 +87,18 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
     let cmask: i64 = if size == 8 { 63 } else { 31 };
     // The masked count: a constant (SHLD/SHRD imm8) or CL's.
     let count_n = if ins.op_count() == 3 { 2 } else { 1 };
-    // For CL: (count is 0, the old RFLAGS on that path, else 0).
+    // For CL: whether the count is 0, and (unless the flags are dead: then nothing can see
+    // that a count of 0 kept them) the old RFLAGS on that path, else 0.
+    let mut zero: Option<Value> = None;
     let mut keep: Option<(Value, Value)> = None;
     let c = if cl(ins, count_n) {
         let rcx = l.gpr(reg::RCX);
         let c = l.b.ins().band_imm_s(rcx, cmask);
-        let zero = l.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
-        keep = Some((zero, old_flags_if(l, zero)));
+        let z = l.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
+        zero = Some(z);
+        if !l.flags_dead {
+            keep = Some((z, old_flags_if(l, z)));
+        }
         c
     } else {
         let c = ins.immediate8() as i64 & cmask;
@@ -193,8 +199,8 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<Outcome> {
             };
             let r = l.zext(r, size);
             // (A count of 0 would fill from all of `s`: keep `a`.)
-            let r = match keep {
-                Some((zero, _)) => l.b.ins().select(zero, a, r),
+            let r = match zero {
+                Some(z) => l.b.ins().select(z, a, r),
                 None => r,
             };
             (r, cf_of(l, cf, of), STATUS)
