@@ -3,7 +3,7 @@
 
 use core::mem::offset_of;
 use lockstep_interp::mmu::Access;
-use lockstep_interp::{CpuState, Ctx, ExitReason};
+use lockstep_interp::{Cpu, CpuState, Ctx, ExitReason};
 
 /// What a compiled block returns, its *exit word*, and what the instruction trampoline returns
 /// (a bare status).
@@ -51,7 +51,7 @@ pub mod ret {
 }
 
 /// Shared between the dispatcher, compiled code and the helpers. Compiled code reads the
-/// fields by offset ([`Frame::OFF_RETIRED`], …).
+/// fields by offset ([`Frame::OFF_TLB_READ`], …).
 #[repr(C)]
 pub struct Frame {
     /// `&mut ctx.cpu.state` (compiled code gets it as its first argument too).
@@ -92,7 +92,6 @@ pub struct Frame {
 }
 
 impl Frame {
-    pub const OFF_RETIRED: i32 = offset_of!(Frame, retired) as i32;
     pub const OFF_TLB_READ: i32 = offset_of!(Frame, tlb_read) as i32;
     pub const OFF_TLB_WRITE: i32 = offset_of!(Frame, tlb_write) as i32;
     pub const OFF_BUDGET_END: i32 = offset_of!(Frame, budget_end) as i32;
@@ -106,6 +105,11 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
+    /// Where `cpu.retired` is relative to `cpu.state` (both fields of one `Cpu`, as
+    /// [`Frame::refresh`] takes them): compiled code addresses the count from its `state`
+    /// argument, one load instead of two through [`Frame::retired`].
+    pub const STATE_TO_RETIRED: i32 =
+        (offset_of!(Cpu, retired) as i64 - offset_of!(Cpu, state) as i64) as i32;
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
@@ -138,6 +142,10 @@ impl Frame {
     pub fn refresh(&mut self, ctx: &mut Ctx<'_>) {
         self.state = &raw mut ctx.cpu.state;
         self.retired = &raw mut ctx.cpu.retired;
+        debug_assert_eq!(
+            self.retired as isize - self.state as isize,
+            Self::STATE_TO_RETIRED as isize
+        );
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
         self.region_end = ctx.cpu.budget_end;

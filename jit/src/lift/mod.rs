@@ -115,10 +115,11 @@ pub struct Lower<'a> {
     pub b: FunctionBuilder<'a>,
     state: Value,
     frame: Value,
-    /// `&cpu.retired` and, in `ret_var`, its value at entry, loaded once: in a region, whose
-    /// edges carry the count in SSA values. `None` in a single block: there `cpu.retired` in
-    /// memory stays the count at entry (or at the last trampoline call), and exits read it
-    /// when they store the new count, so no register holds it across the block.
+    /// In a region, whose edges carry the count in SSA values: the base `cpu.retired` is at
+    /// [`Frame::STATE_TO_RETIRED`] from (the `state` argument), and in `ret_var` its value at
+    /// entry, loaded once. `None` in a single block: there `cpu.retired` in memory stays the
+    /// count at entry (or at the last trampoline call), and exits read it when they store the
+    /// new count, so no register holds it across the block.
     retired_ptr: Option<Value>,
     /// GPR0..15 and RFLAGS.
     vars: [Variable; 17],
@@ -495,12 +496,11 @@ pub fn lower_region(
     let ret_var = b.declare_var(types::I64);
     let region = crate::region::is_region(blocks);
     let retired_ptr = region.then(|| {
-        let p = b
+        let r0 = b
             .ins()
-            .load(types::I64, host_mem(), frame, Frame::OFF_RETIRED);
-        let r0 = b.ins().load(types::I64, host_mem(), p, 0);
+            .load(types::I64, host_mem(), state, Frame::STATE_TO_RETIRED);
         b.def_var(ret_var, r0);
-        p
+        state
     });
     let (regs_used, keep, entry_dirty, tails, replays) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
@@ -1433,7 +1433,10 @@ impl Lower<'_> {
         self.k = 0;
         self.ret_stale = false;
         if let Some(p) = self.retired_ptr {
-            let r = self.b.ins().load(types::I64, host_mem(), p, 0);
+            let r = self
+                .b
+                .ins()
+                .load(types::I64, host_mem(), p, Frame::STATE_TO_RETIRED);
             self.b.def_var(self.ret_var, r);
         }
         self.rip_in_memory = true;
@@ -1477,25 +1480,29 @@ impl Lower<'_> {
             if !self.ret_stale {
                 // Memory must hold `ret_var` again: a packed exit adds its `k` to memory.
                 let r = self.b.use_var(self.ret_var);
-                self.b.ins().store(host_mem(), r, p, 0);
+                self.b
+                    .ins()
+                    .store(host_mem(), r, p, Frame::STATE_TO_RETIRED);
             }
             return;
         }
         self.store_retired_plus(-self.k - 1);
     }
 
-    /// `&cpu.retired` and the count that `k` is added to (see `Lower::retired_ptr`): in a
-    /// region, the pointer loaded at entry and `ret_var`; in a single block, both loaded
-    /// here (the pointer once, for the load and the caller's store).
+    /// The base that `cpu.retired` is at [`Frame::STATE_TO_RETIRED`] from (the `state`
+    /// argument) and the count that `k` is added to (see `Lower::retired_ptr`): in a region,
+    /// `ret_var`; in a single block, loaded here.
     fn retired_slot(&mut self) -> (Value, Value) {
         if let Some(p) = self.retired_ptr {
             return (p, self.b.use_var(self.ret_var));
         }
-        let p = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), self.frame, Frame::OFF_RETIRED);
-        (p, self.b.ins().load(types::I64, host_mem(), p, 0))
+        let p = self.state;
+        (
+            p,
+            self.b
+                .ins()
+                .load(types::I64, host_mem(), p, Frame::STATE_TO_RETIRED),
+        )
     }
 
     /// Store the count of [`Self::retired_slot`] plus `delta` to `cpu.retired`; the stored
@@ -1503,7 +1510,9 @@ impl Lower<'_> {
     fn store_retired_plus(&mut self, delta: i64) -> Value {
         let (p, r) = self.retired_slot();
         let r = self.b.ins().iadd_imm_s(r, delta);
-        self.b.ins().store(host_mem(), r, p, 0);
+        self.b
+            .ins()
+            .store(host_mem(), r, p, Frame::STATE_TO_RETIRED);
         r
     }
 
