@@ -36,7 +36,7 @@ fn dead_shift_flags_in_a_loop_match_the_interpreter() {
         a.or(rsi, rax)?;
         a.cmp(edx, 64)?;
         a.jne(top)?;
-        // Live flags: the shift's own (count 63 - 63 = 0 at the end would keep them).
+        // A shift by 0 whose flags are read (SETC, SETE): they must be the CMP's.
         a.mov(ecx, 0)?;
         a.cmp(rsi, r15)?;
         a.shl(rsi, cl)?;
