@@ -115,12 +115,12 @@ pub struct Lower<'a> {
     pub b: FunctionBuilder<'a>,
     state: Value,
     frame: Value,
-    /// In a region, whose edges carry the count in SSA values: the base `cpu.retired` is at
-    /// [`Frame::STATE_TO_RETIRED`] from (the `state` argument), and in `ret_var` its value at
-    /// entry, loaded once. `None` in a single block: there `cpu.retired` in memory stays the
-    /// count at entry (or at the last trampoline call), and exits read it when they store the
-    /// new count, so no register holds it across the block.
-    retired_ptr: Option<Value>,
+    /// `ret_var` holds the count (`cpu.retired`, at [`Frame::STATE_TO_RETIRED`] from `state`):
+    /// in a region, whose edges carry it in SSA values, loaded once at entry. Not in a single
+    /// block: there `cpu.retired` in memory stays the count at entry (or at the last trampoline
+    /// call), and exits read it when they store the new count, so no register holds it across
+    /// the block.
+    count_in_var: bool,
     /// GPR0..15 and RFLAGS.
     vars: [Variable; 17],
     /// Bit i: variable i holds the register's current value.
@@ -495,13 +495,12 @@ pub fn lower_region(
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let region = crate::region::is_region(blocks);
-    let retired_ptr = region.then(|| {
+    if region {
         let r0 = b
             .ins()
             .load(types::I64, host_mem(), state, Frame::STATE_TO_RETIRED);
         b.def_var(ret_var, r0);
-        state
-    });
+    }
     let (regs_used, keep, entry_dirty, tails, replays) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
         let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
@@ -575,7 +574,7 @@ pub fn lower_region(
         b,
         state,
         frame,
-        retired_ptr,
+        count_in_var: region,
         vars,
         loaded: 0,
         dirty: 0,
@@ -1260,7 +1259,7 @@ impl Lower<'_> {
         };
         let r = match self.store_retired() {
             Some(r) => r,
-            None => self.retired_slot().1,
+            None => self.retired_slot(),
         };
         // A direct exit goes through its link(s) and the link stub; any other exit (or
         // when the links have run out) through the set for the target and the hop stub.
@@ -1393,7 +1392,7 @@ impl Lower<'_> {
         self.exec_call(d);
         let rep = d.ins.has_rep_prefix() || d.ins.has_repne_prefix();
         if after > 0 && rep && d.ins.is_string_instruction() {
-            let (_, r) = self.retired_slot();
+            let r = self.retired_slot();
             let be = self
                 .b
                 .ins()
@@ -1432,11 +1431,11 @@ impl Lower<'_> {
         self.forget_machine_facts();
         self.k = 0;
         self.ret_stale = false;
-        if let Some(p) = self.retired_ptr {
+        if self.count_in_var {
             let r = self
                 .b
                 .ins()
-                .load(types::I64, host_mem(), p, Frame::STATE_TO_RETIRED);
+                .load(types::I64, host_mem(), self.state, Frame::STATE_TO_RETIRED);
             self.b.def_var(self.ret_var, r);
         }
         self.rip_in_memory = true;
@@ -1476,43 +1475,38 @@ impl Lower<'_> {
     /// `ret_var` when memory is meant to hold it (`!ret_stale`): packed exits
     /// ([`ret::PACKED`]) add their `k` to what memory holds.
     pub fn unsync_retired(&mut self) {
-        if let Some(p) = self.retired_ptr {
+        if self.count_in_var {
             if !self.ret_stale {
                 // Memory must hold `ret_var` again: a packed exit adds its `k` to memory.
                 let r = self.b.use_var(self.ret_var);
                 self.b
                     .ins()
-                    .store(host_mem(), r, p, Frame::STATE_TO_RETIRED);
+                    .store(host_mem(), r, self.state, Frame::STATE_TO_RETIRED);
             }
             return;
         }
         self.store_retired_plus(-self.k - 1);
     }
 
-    /// The base that `cpu.retired` is at [`Frame::STATE_TO_RETIRED`] from (the `state`
-    /// argument) and the count that `k` is added to (see `Lower::retired_ptr`): in a region,
-    /// `ret_var`; in a single block, loaded here.
-    fn retired_slot(&mut self) -> (Value, Value) {
-        if let Some(p) = self.retired_ptr {
-            return (p, self.b.use_var(self.ret_var));
+    /// The count that `k` is added to (see `Lower::count_in_var`): in a region, `ret_var`;
+    /// in a single block, `cpu.retired` loaded here.
+    fn retired_slot(&mut self) -> Value {
+        if self.count_in_var {
+            return self.b.use_var(self.ret_var);
         }
-        let p = self.state;
-        (
-            p,
-            self.b
-                .ins()
-                .load(types::I64, host_mem(), p, Frame::STATE_TO_RETIRED),
-        )
+        self.b
+            .ins()
+            .load(types::I64, host_mem(), self.state, Frame::STATE_TO_RETIRED)
     }
 
     /// Store the count of [`Self::retired_slot`] plus `delta` to `cpu.retired`; the stored
     /// value.
     fn store_retired_plus(&mut self, delta: i64) -> Value {
-        let (p, r) = self.retired_slot();
+        let r = self.retired_slot();
         let r = self.b.ins().iadd_imm_s(r, delta);
         self.b
             .ins()
-            .store(host_mem(), r, p, Frame::STATE_TO_RETIRED);
+            .store(host_mem(), r, self.state, Frame::STATE_TO_RETIRED);
         r
     }
 
@@ -1532,7 +1526,7 @@ impl Lower<'_> {
         self.store_regs(self.dirty);
         self.dirty = 0;
         if let Some(r) = self.store_retired() {
-            if self.retired_ptr.is_some() {
+            if self.count_in_var {
                 self.b.def_var(self.ret_var, r);
             }
             self.k = 0;
