@@ -1,5 +1,5 @@
 //! The block frame: one `#[repr(C)]` record per engine run that compiled blocks and their
-//! helpers share (context pointer, retired counter, TLB tables, exit reason).
+//! helpers share (context and state pointers, TLB tables, budget limits, exit reason).
 
 use core::mem::offset_of;
 use lockstep_interp::mmu::Access;
@@ -56,8 +56,6 @@ pub mod ret {
 pub struct Frame {
     /// `&mut ctx.cpu.state` (compiled code gets it as its first argument too).
     pub state: *mut CpuState,
-    /// `&mut ctx.cpu.retired`.
-    pub retired: *mut u64,
     /// The `Ctx` of the current run (lifetime erased; only used while the run lasts).
     pub ctx: *mut Ctx<'static>,
     /// Read and write TLB tables (see `lockstep_interp::mmu::Tlb::raw_table`; their entries
@@ -105,9 +103,9 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
-    /// Where `cpu.retired` is relative to `cpu.state` (both fields of one `Cpu`, as
-    /// [`Frame::refresh`] takes them): compiled code addresses the count from its `state`
-    /// argument, one load instead of two through [`Frame::retired`].
+    /// Where `cpu.retired` is relative to `cpu.state` (both fields of one `Cpu`, whose state
+    /// [`Frame::refresh`] takes): compiled code addresses the count from its `state` argument
+    /// rather than through a pointer to it, one load instead of two.
     pub const STATE_TO_RETIRED: i32 =
         (offset_of!(Cpu, retired) as i64 - offset_of!(Cpu, state) as i64) as i32;
 
@@ -116,7 +114,6 @@ impl Frame {
     pub fn new(ctx: &mut Ctx<'_>) -> Frame {
         let mut f = Frame {
             state: core::ptr::null_mut(),
-            retired: core::ptr::null_mut(),
             ctx: core::ptr::null_mut(),
             tlb_read: core::ptr::null(),
             tlb_write: core::ptr::null(),
@@ -141,11 +138,6 @@ impl Frame {
     #[inline]
     pub fn refresh(&mut self, ctx: &mut Ctx<'_>) {
         self.state = &raw mut ctx.cpu.state;
-        self.retired = &raw mut ctx.cpu.retired;
-        debug_assert_eq!(
-            self.retired as isize - self.state as isize,
-            Self::STATE_TO_RETIRED as isize
-        );
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
         self.region_end = ctx.cpu.budget_end;

@@ -11,16 +11,21 @@ use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, InstructionDat
 use iced_x86::ConditionCode;
 use lockstep_interp::state::flags::{AF, CF, OF, PF, SF, STATUS, ZF};
 
-/// Are the status flags that instruction `i` of `insns` leaves dead: does a later instruction
-/// of the block overwrite all of them from its operands alone (ADD, SUB, CMP, AND, OR, XOR,
-/// TEST, NEG of registers and immediates) before anything could observe them? Everything
-/// in between must be a native instruction on general-purpose registers and immediates that
-/// neither reads the flags nor can leave the block (no memory operand, no stack access, no
-/// branch, no DIV/IDIV): an exit or a trampoline call would store the flags as they are.
-pub fn dead_after(insns: &[lockstep_interp::decode::DecodedInsn], i: usize) -> bool {
+/// For each instruction of `insns`: are the status flags it leaves dead — does a later
+/// instruction of the block overwrite all of them from its operands alone (ADD, SUB, CMP,
+/// AND, OR, XOR, TEST, NEG of registers and immediates) before anything could observe them?
+/// Everything in between must be a native instruction on general-purpose registers and
+/// immediates that neither reads the flags nor can leave the block (no memory operand, no
+/// stack access, no branch, no DIV/IDIV): an exit or a trampoline call would store the flags
+/// as they are. One backward pass over the block.
+pub fn dead_after(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> {
     use iced_x86::{FlowControl, Mnemonic as M, OpKind, RflagsBits as R};
     let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
-    for d in insns.iter().skip(i + 1) {
+    let mut dead = vec![false; insns.len()];
+    // Whether the flags left before the instruction looked at are dead.
+    let mut ahead = false;
+    for (i, d) in insns.iter().enumerate().rev() {
+        dead[i] = ahead;
         let ins = &d.ins;
         let plain = (0..ins.op_count()).all(|k| match ins.op_kind(k) {
             OpKind::Register => ins.op_register(k).is_gpr(),
@@ -39,17 +44,14 @@ pub fn dead_after(insns: &[lockstep_interp::decode::DecodedInsn], i: usize) -> b
             && !matches!(ins.mnemonic(), M::Div | M::Idiv)
             && ins.rflags_read() & status == 0
             && super::insn::is_native(d);
-        if !safe {
-            return false;
-        }
-        if matches!(
-            ins.mnemonic(),
-            M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg
-        ) {
-            return true;
-        }
+        ahead = safe
+            && (ahead
+                || matches!(
+                    ins.mnemonic(),
+                    M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg
+                ));
     }
-    false
+    dead
 }
 
 /// The operation that defined some flags.
@@ -883,16 +885,16 @@ mod tests {
     fn shift_flags_are_dead_only_before_an_unobserved_overwrite() {
         // shr rax,cl; mov ecx,ebx; sub ecx,edx; and eax,1 (bits' loop): dead after the shift.
         let a = decoded(&[0x48, 0xd3, 0xe8, 0x89, 0xd9, 0x29, 0xd1, 0x83, 0xe0, 0x01]);
-        assert!(dead_after(&a, 0));
+        assert!(dead_after(&a)[0]);
         // shr rax,cl; mov rdx,[rbx]; add rdx,rax: the load may fault in between.
         let b = decoded(&[0x48, 0xd3, 0xe8, 0x48, 0x8b, 0x13, 0x48, 0x01, 0xc2]);
-        assert!(!dead_after(&b, 0));
+        assert!(!dead_after(&b)[0]);
         // shr rax,cl; setc dl; add rdx,rax: read first.
         let c = decoded(&[0x48, 0xd3, 0xe8, 0x0f, 0x92, 0xc2, 0x48, 0x01, 0xc2]);
-        assert!(!dead_after(&c, 0));
+        assert!(!dead_after(&c)[0]);
         // shr rax,cl; inc rdx (keeps CF); nothing overwrites all of them before the end.
         let d = decoded(&[0x48, 0xd3, 0xe8, 0x48, 0xff, 0xc2]);
-        assert!(!dead_after(&d, 0));
+        assert!(!dead_after(&d)[0]);
     }
 
     #[test]

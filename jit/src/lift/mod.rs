@@ -182,7 +182,8 @@ pub struct Lower<'a> {
     /// `group::later_bases` of the instruction being lowered.
     later_bases: u32,
     /// The status flags the instruction being lowered leaves are dead
-    /// ([`flags::dead_after`]): nothing observes them before they are overwritten.
+    /// ([`flags::dead_after`], computed once per block): nothing observes them before they
+    /// are overwritten.
     pub flags_dead: bool,
     /// The entry block's virtual page and check word (`chain::ChainEntry::check`), when it
     /// lies in one page; the constants that enable same-page entry-check skips at chain exits
@@ -851,6 +852,7 @@ impl Lower<'_> {
         let l = self;
         l.forget_machine_facts();
         let later = group::later_bases(&block.insns);
+        let dead = flags::dead_after(&block.insns);
         let n = block.insns.len();
         let mut ended = false;
         // Natively lowered memory accesses so far: each costs a TLB probe and cold slow-path
@@ -863,7 +865,7 @@ impl Lower<'_> {
             l.ins_ip = d.ins.ip();
             l.next_ip = d.ins.next_ip();
             l.later_bases = later[i];
-            l.flags_dead = flags::dead_after(&block.insns, i);
+            l.flags_dead = dead[i];
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
                 && d.ins.mnemonic() != iced_x86::Mnemonic::Lea
@@ -1432,10 +1434,7 @@ impl Lower<'_> {
         self.k = 0;
         self.ret_stale = false;
         if self.count_in_var {
-            let r = self
-                .b
-                .ins()
-                .load(types::I64, host_mem(), self.state, Frame::STATE_TO_RETIRED);
+            let r = self.load_count();
             self.b.def_var(self.ret_var, r);
         }
         self.rip_in_memory = true;
@@ -1479,9 +1478,7 @@ impl Lower<'_> {
             if !self.ret_stale {
                 // Memory must hold `ret_var` again: a packed exit adds its `k` to memory.
                 let r = self.b.use_var(self.ret_var);
-                self.b
-                    .ins()
-                    .store(host_mem(), r, self.state, Frame::STATE_TO_RETIRED);
+                self.store_count(r);
             }
             return;
         }
@@ -1494,9 +1491,21 @@ impl Lower<'_> {
         if self.count_in_var {
             return self.b.use_var(self.ret_var);
         }
+        self.load_count()
+    }
+
+    /// `cpu.retired` as memory holds it.
+    fn load_count(&mut self) -> Value {
         self.b
             .ins()
             .load(types::I64, host_mem(), self.state, Frame::STATE_TO_RETIRED)
+    }
+
+    /// Store `v` to `cpu.retired`.
+    fn store_count(&mut self, v: Value) {
+        self.b
+            .ins()
+            .store(host_mem(), v, self.state, Frame::STATE_TO_RETIRED);
     }
 
     /// Store the count of [`Self::retired_slot`] plus `delta` to `cpu.retired`; the stored
@@ -1504,9 +1513,7 @@ impl Lower<'_> {
     fn store_retired_plus(&mut self, delta: i64) -> Value {
         let r = self.retired_slot();
         let r = self.b.ins().iadd_imm_s(r, delta);
-        self.b
-            .ins()
-            .store(host_mem(), r, self.state, Frame::STATE_TO_RETIRED);
+        self.store_count(r);
         r
     }
 
