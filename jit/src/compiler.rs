@@ -6,6 +6,7 @@
 //! of the C convention compiled into each module that calls a block and returns its exit
 //! word.
 
+use crate::base;
 use crate::chain::LinkTable;
 use crate::frame::Frame;
 use crate::lift::{self, HelperSigs, LowerStats, HELPER_EXEC, HELPER_FOLD, HELPER_RAISE};
@@ -39,6 +40,8 @@ pub struct Compiled {
     /// Region members the function may also be entered at (`lift::Lowered::member_entries`).
     pub member_entries: Vec<usize>,
     pub code_bytes: usize,
+    /// Compiled by the baseline tier (`crate::base`).
+    pub baseline: bool,
 }
 
 pub struct Compiler {
@@ -73,6 +76,9 @@ pub struct Compiler {
     use_links: bool,
     /// `LOCKSTEP_JIT_DYN_LINKS=0` (read once): indirect exits without links.
     use_dyn_links: bool,
+    /// Compile single blocks outside loops with the baseline tier when it covers them
+    /// (`crate::base`).
+    use_base: bool,
 }
 
 fn make_module(opt_level: &str) -> JITModule {
@@ -332,7 +338,13 @@ impl Compiler {
             links: LinkTable::default(),
             use_links: std::env::var("LOCKSTEP_JIT_LINKS").map_or(true, |v| v != "0"),
             use_dyn_links: std::env::var("LOCKSTEP_JIT_DYN_LINKS").map_or(true, |v| v != "0"),
+            use_base: false,
         }
+    }
+
+    /// Compile single blocks outside loops with the baseline tier when it covers them.
+    pub fn set_baseline(&mut self, on: bool) {
+        self.use_base = on;
     }
 
     /// The C-convention entry of this module (valid until [`Compiler::reset`]).
@@ -362,6 +374,9 @@ impl Compiler {
             .module()
             .declare_function(&name, Linkage::Local, &sig)
             .map_err(|e| e.to_string())?;
+        if self.use_base && native && !looped && blocks.len() == 1 && base::covers(blocks[0]) {
+            return self.compile_base(id, blocks[0], keep_ir, ram_base);
+        }
         self.ctx.clear();
         self.ctx.func.signature = sig;
         let hs = self.helper_sigs.clone();
@@ -484,6 +499,72 @@ impl Compiler {
             stats: lowered.stats,
             member_entries: lowered.member_entries,
             code_bytes,
+            baseline: false,
+        })
+    }
+
+    /// Define `block` as function `id` compiled by the baseline tier (see `crate::base`).
+    fn compile_base(
+        &mut self,
+        id: FuncId,
+        block: &Block,
+        keep_ir: bool,
+        ram_base: u64,
+    ) -> Result<Compiled, String> {
+        let t0 = self.compile_log.as_ref().map(|_| std::time::Instant::now());
+        let target = base::BaseTarget {
+            chain_table: self.chain_table,
+            links: if self.use_links {
+                self.links.next()
+            } else {
+                (0, 0)
+            },
+            dyn_links: self.use_dyn_links,
+            ram_base,
+            hop: self.helpers.hop,
+            hop_link: self.helpers.hop_link,
+            hop_dyn: self.helpers.hop_dyn,
+            fold: self.helpers.fold,
+        };
+        let code = base::compile(block, &target)?;
+        // The links the exits were given, before the function can run.
+        self.links.hand_out(&code.links, self.chain_table);
+        self.module()
+            .define_function_bytes(id, 16, &code.bytes, &[])
+            .map_err(|e| format!("{e:?}"))?;
+        let listing = (keep_ir || self.dump_ir.is_some()).then(|| {
+            let mut text = format!("; baseline rip={:#x}\n", block.key().rip);
+            crate::verify::guest_listing(&mut text, block, ";   ");
+            text.push_str(&base::disassemble(&code.bytes));
+            text
+        });
+        if let (Some(path), Some(text)) = (&self.dump_ir, &listing) {
+            append_dump(path, text);
+        }
+        if let (Some(path), Some(t0)) = (&self.compile_log, t0) {
+            use std::io::Write;
+            // Baseline functions have no IR: instructions and blocks 0, loop column 2.
+            let us = t0.elapsed().as_micros();
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "0 0 {us} {} 2", code.bytes.len());
+            }
+        }
+        self.in_module += 1;
+        Ok(Compiled {
+            id,
+            ir: listing.filter(|_| keep_ir),
+            stats: LowerStats {
+                native: block.insns.len() as u32,
+                blocks: 1,
+                ..LowerStats::default()
+            },
+            member_entries: Vec::new(),
+            code_bytes: code.bytes.len(),
+            baseline: true,
         })
     }
 

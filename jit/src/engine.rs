@@ -50,6 +50,9 @@ pub struct JitConfig {
     /// Regions keep every warm block of the entry's page its branches reach (`true`), or
     /// only the loops through the entry (`false`).
     pub dag_regions: bool,
+    /// Compile single blocks outside loops whose every instruction the baseline tier covers
+    /// with it (`crate::base`: machine code without Cranelift) instead of Cranelift.
+    pub baseline: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -78,6 +81,7 @@ impl Default for JitConfig {
             region_blocks: 12,
             region_insns: 512,
             dag_regions: false,
+            baseline: false,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -98,6 +102,8 @@ pub struct JitStats {
     pub member_entries: u64,
     /// `fold_flags` helper calls emitted (cold and rare paths).
     pub dyn_folds: u64,
+    /// Blocks compiled by the baseline tier (`crate::base`), of `compiled`.
+    pub baseline: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
     pub compile_ns: u64,
     /// Machine-code bytes compiled.
@@ -196,8 +202,9 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
+            self.baseline,
             self.region_blocks,
             self.region_edges,
             self.member_entries,
@@ -424,6 +431,7 @@ impl Jit {
     /// `config.opt_level`/`loop_opt_level` and `config.region_blocks` (host-side tuning for
     /// measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
+        // (`LOCKSTEP_JIT_BASE=0/1` likewise sets `config.baseline`.)
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
             let level = |s: &str| match s {
                 "none" => "none",
@@ -443,8 +451,13 @@ impl Jit {
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_DAG") {
             config.dag_regions = v == "1";
         }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_BASE") {
+            config.baseline = v == "1";
+        }
         let (opt_level, loop_opt_level) = (config.opt_level, config.loop_opt_level);
         let chain = ChainTable::default();
+        let mut compiler = Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr());
+        compiler.set_baseline(config.baseline);
         Jit {
             config,
             entries: Vec::new(),
@@ -455,7 +468,7 @@ impl Jit {
             prev_slot: 0,
             page_compiles: FixedMap::default(),
             made_rips: FixedMap::default(),
-            compiler: Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr()),
+            compiler,
             chain,
             single_block: false,
             last: Dispatched::NONE,
@@ -924,6 +937,7 @@ impl Jit {
                         self.stats.region_blocks += c.stats.blocks as u64;
                         self.stats.region_edges += c.stats.edges as u64;
                         self.stats.dyn_folds += c.stats.dyn_folds as u64;
+                        self.stats.baseline += c.baseline as u64;
                         e.tier = Tier::Pending(c.id);
                         let extra = CompiledExtra {
                             _region: region.iter().skip(1).cloned().collect(),

@@ -7,6 +7,7 @@
 //! Every instruction without a native lowering calls the interpreter's handler through a
 //! trampoline, so the JIT runs everything the interpreter runs. See `docs/jit.md`.
 
+pub mod base;
 pub mod chain;
 pub mod compiler;
 pub mod engine;

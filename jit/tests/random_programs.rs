@@ -610,6 +610,7 @@ struct Totals {
     retired: u64,
     compiled_runs: u64,
     native_insns: u64,
+    baseline: u64,
     exits: std::collections::BTreeMap<String, u64>,
 }
 
@@ -644,6 +645,9 @@ fn run_case(seed: u64, totals: &mut Totals) {
     let config = JitConfig {
         threshold: g.pick(&[1, 1, 2, 5]),
         batch: g.pick(&[1, 1, 3]),
+        // Odd seeds also compile with the baseline tier (decided by the seed, so the
+        // generator's stream, and every other seed's case, stays as it was).
+        baseline: seed % 2 == 1,
         ..JitConfig::default()
     };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -659,6 +663,7 @@ fn run_case(seed: u64, totals: &mut Totals) {
             totals.retired += m.cpu.retired;
             totals.compiled_runs += jit.stats.compiled_runs + jit.stats.chained_runs;
             totals.native_insns += jit.stats.native_insns;
+            totals.baseline += jit.stats.baseline;
             let key = match exit.reason {
                 lockstep_interp::ExitReason::Exception(f) => f.mnemonic().to_string(),
                 r => format!("{r:?}"),
@@ -700,5 +705,9 @@ fn random_programs_match_interpreter() {
     assert!(
         totals.compiled_runs > cases * 20,
         "the programs hardly ran compiled code: {totals:?}"
+    );
+    assert!(
+        totals.baseline > cases / 2,
+        "the baseline tier hardly compiled anything: {totals:?}"
     );
 }

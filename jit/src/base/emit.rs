@@ -1,0 +1,388 @@
+//! The baseline tier's emitter state and its building blocks: guest registers in memory,
+//! memory operands through the inline TLB probe, RFLAGS kept exact in memory (host flags
+//! captured and merged), the deferring exits and the chained exits.
+//!
+//! Host registers: RDI the `CpuState`, RSI the frame (both live for the whole function);
+//! RAX and RDX an instruction's operands, R8 a linear address, R9 the host address a probe
+//! found, R10 captured host flags awaiting their merge, RCX and R11 scratch.
+
+use super::BaseTarget;
+use crate::chain;
+use crate::frame::{ret, Frame, OFF_RFLAGS, OFF_RIP};
+use iced_x86::code_asm::*;
+use lockstep_interp::decode::{Block, DecodedInsn};
+use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
+
+/// The six status flags of RFLAGS.
+pub const STATUS: u32 = 0x8d5;
+/// CF.
+pub const CF: u32 = 0x1;
+
+/// A piece of cold code, assembled after the main path.
+type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
+
+/// What the host's flags hold at the current point of the main path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HostFlags {
+    /// Nothing known: a condition must reload them from RFLAGS.
+    Stale,
+    /// The guest's status flags (AF aside, which no condition reads).
+    Guest,
+    /// The guest's, except CF (after INC/DEC, which keep the guest's CF).
+    GuestButCarry,
+}
+
+pub struct Emit {
+    pub a: CodeAssembler,
+    cold: Vec<Cold>,
+    pub ram_base: u64,
+    pub fold: u64,
+    chain_table: u64,
+    links: (u64, usize),
+    dyn_links: bool,
+    hop: u64,
+    hop_link: u64,
+    hop_dyn: u64,
+    /// The targets of the links taken so far, in order (`lift::Lowered::links`).
+    pub new_links: Vec<u64>,
+    /// The block's virtual page and check word (for `entered` of same-page targets).
+    vpn: u64,
+    own: u64,
+    /// Instructions in the block.
+    pub len: u64,
+    /// The current instruction: its index (instructions retired before it), RIP and next RIP.
+    pub k: u64,
+    pub ip: u64,
+    pub next_ip: u64,
+    /// Captured host flags in R10 not yet merged into RFLAGS: (flags taken from the host,
+    /// flags replaced).
+    pending: Option<(u32, u32)>,
+    pub host: HostFlags,
+    /// The frame may still hold an incoming flag record that the next full flag write must
+    /// drop (`Frame::fl_code` set to 0).
+    pub record_live: bool,
+}
+
+impl Emit {
+    pub fn new(t: &BaseTarget, block: &Block) -> Result<Emit, IcedError> {
+        Ok(Emit {
+            a: CodeAssembler::new(64)?,
+            cold: Vec::new(),
+            ram_base: t.ram_base,
+            fold: t.fold,
+            chain_table: t.chain_table,
+            links: t.links,
+            dyn_links: t.dyn_links,
+            hop: t.hop,
+            hop_link: t.hop_link,
+            hop_dyn: t.hop_dyn,
+            new_links: Vec::new(),
+            vpn: block.key().rip >> 12,
+            own: chain::block_check(block),
+            len: block.insns.len() as u64,
+            k: 0,
+            ip: 0,
+            next_ip: 0,
+            pending: None,
+            host: HostFlags::Stale,
+            record_live: false,
+        })
+    }
+
+    /// Queue cold code (assembled after the main path, in order).
+    pub fn later(&mut self, f: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError> + 'static) {
+        self.cold.push(Box::new(f));
+    }
+
+    /// The machine code: the main path, then the cold code.
+    pub fn finish(mut self) -> Result<Vec<u8>, IcedError> {
+        for f in core::mem::take(&mut self.cold) {
+            f(&mut self.a)?;
+        }
+        self.a.assemble(0)
+    }
+
+    pub fn start_insn(&mut self, i: usize, d: &DecodedInsn) {
+        self.k = i as u64;
+        self.ip = d.ins.ip();
+        self.next_ip = d.ins.next_ip();
+    }
+
+    // ----- registers -----
+
+    pub fn load_reg(&mut self, host: AsmRegister64, g: usize) -> Result<(), IcedError> {
+        self.a.mov(host, qword_ptr(rdi + super::reg_slot(g)))
+    }
+
+    /// Store the low `size` bytes of `host` (RAX or RDX) into guest register `g`; a 4-byte
+    /// result was zero-extended by the host operation that made it, so all 8 bytes go.
+    pub fn store_reg(&mut self, g: usize, host: AsmRegister64, size: u8) -> Result<(), IcedError> {
+        let slot = rdi + super::reg_slot(g);
+        let (low8, low16) = if host == rax { (al, ax) } else { (dl, dx) };
+        match size {
+            1 => self.a.mov(byte_ptr(slot), low8),
+            2 => self.a.mov(word_ptr(slot), low16),
+            _ => self.a.mov(qword_ptr(slot), host),
+        }
+    }
+
+    // ----- flags -----
+
+    /// Capture the host's flags right after a flag-writing host instruction: `set` the flags
+    /// taken from the host, `clear` the flags the instruction replaces (the rest of `clear`
+    /// become 0, as AF after a logic operation).
+    pub fn capture(&mut self, set: u32, clear: u32) -> Result<(), IcedError> {
+        debug_assert!(self.pending.is_none(), "merge flushed before the host op");
+        self.a.pushfq()?;
+        self.a.pop(r10)?;
+        self.pending = Some((set, clear));
+        self.host = if set & CF != 0 {
+            HostFlags::Guest
+        } else {
+            HostFlags::GuestButCarry
+        };
+        Ok(())
+    }
+
+    /// Merge captured flags into RFLAGS (clobbers the host's flags).
+    pub fn flush(&mut self) -> Result<(), IcedError> {
+        let Some((set, clear)) = self.pending.take() else {
+            return Ok(());
+        };
+        self.a.and(r10d, set)?;
+        self.a.mov(r11, qword_ptr(rdi + OFF_RFLAGS))?;
+        self.a.and(r11, !(clear as i32))?;
+        self.a.or(r11, r10)?;
+        self.a.mov(qword_ptr(rdi + OFF_RFLAGS), r11)?;
+        if self.record_live && clear == STATUS {
+            // Every status flag is this block's now: the incoming record is dead.
+            self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), 0)?;
+            self.record_live = false;
+        }
+        self.host = HostFlags::Stale;
+        Ok(())
+    }
+
+    /// The flag state at a branch, for the code of its other side ([`Emit::restore`]).
+    pub fn branch_state(&self) -> (Option<(u32, u32)>, HostFlags, bool) {
+        (self.pending, self.host, self.record_live)
+    }
+
+    pub fn restore(&mut self, s: (Option<(u32, u32)>, HostFlags, bool)) {
+        (self.pending, self.host, self.record_live) = s;
+    }
+
+    /// Make the host's flags hold the guest's for a condition (reading CF if `carry`): as
+    /// they are after the last flag-writing instruction, else reloaded from RFLAGS.
+    pub fn flags_for(&mut self, carry: bool) -> Result<(), IcedError> {
+        match self.host {
+            HostFlags::Guest => return Ok(()),
+            HostFlags::GuestButCarry if !carry => return Ok(()),
+            _ => {}
+        }
+        self.flush()?;
+        self.a.mov(rax, qword_ptr(rdi + OFF_RFLAGS))?;
+        self.a.and(eax, STATUS | 2)?;
+        self.a.push(rax)?;
+        self.a.popfq()?;
+        self.host = HostFlags::Guest;
+        Ok(())
+    }
+
+    /// Code that follows clobbers the host's flags.
+    pub fn clobber(&mut self) -> Result<(), IcedError> {
+        self.flush()?;
+        self.host = HostFlags::Stale;
+        Ok(())
+    }
+
+    // ----- memory -----
+
+    /// The linear address of `ins`'s memory operand into R8 (64-bit addressing; an FS or GS
+    /// segment prefix adds its base: LEA clears the prefix first). Clobbers R11 and the
+    /// flags.
+    pub fn addr(&mut self, ins: &iced_x86::Instruction) -> Result<(), IcedError> {
+        use iced_x86::Register;
+        use lockstep_interp::operand::gpr_ref;
+        self.clobber()?;
+        let disp = ins.memory_displacement64() as i64;
+        let base = ins.memory_base();
+        let index = ins.memory_index();
+        if base == Register::RIP || base == Register::None {
+            self.a.mov(r8, disp as u64)?;
+        } else {
+            let g = gpr_ref(base).map(|g| g.index).unwrap_or(0);
+            self.load_reg(r8, g)?;
+            if index == Register::None && disp != 0 {
+                self.a.lea(r8, qword_ptr(r8 + disp as i32))?;
+            }
+        }
+        if index != Register::None {
+            let g = gpr_ref(index).map(|g| g.index).unwrap_or(0);
+            self.load_reg(r11, g)?;
+            let scale = ins.memory_index_scale();
+            let d = if base == Register::RIP || base == Register::None {
+                0
+            } else {
+                disp as i32
+            };
+            self.a.lea(r8, qword_ptr(r8 + r11 * scale + d))?;
+        }
+        match ins.memory_segment() {
+            Register::FS => self
+                .a
+                .add(r8, qword_ptr(rdi + crate::frame::seg_base_off(4)))?,
+            Register::GS => self
+                .a
+                .add(r8, qword_ptr(rdi + crate::frame::seg_base_off(5)))?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The TLB probe for `size` bytes at the linear address in R8 through the read or the
+    /// `write` table: the host address into R9, or (a miss, a page crossing) the deferring
+    /// exit. Clobbers R10, R11 and the flags; keeps R8.
+    pub fn probe(&mut self, write: bool, size: u32) -> Result<(), IcedError> {
+        self.clobber()?;
+        let table = if write {
+            Frame::OFF_TLB_WRITE
+        } else {
+            Frame::OFF_TLB_READ
+        };
+        let shift = 12 - TLB_ENTRY_BYTES.trailing_zeros();
+        self.a.mov(r9, qword_ptr(rsi + table))?;
+        self.a.mov(r10, r8)?;
+        self.a.shr(r10, shift)?;
+        self.a
+            .and(r10d, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as u32)?;
+        self.a.add(r9, r10)?;
+        self.a.lea(r11, qword_ptr(r8 + (size as i32 - 1)))?;
+        self.a.shr(r11, 12)?;
+        self.a.cmp(qword_ptr(r9), r11)?;
+        let defer = self.defer_label()?;
+        self.a.jne(defer)?;
+        self.a.mov(r9, qword_ptr(r9 + 8))?;
+        self.a.add(r9, r8)
+    }
+
+    /// A cold exit that leaves before the current instruction with `STOP | DEFER` (the
+    /// interpreter runs it): registers and RFLAGS are in memory, RIP and the count are in the
+    /// exit word. Must be jumped to with no merge pending.
+    pub fn defer_label(&mut self) -> Result<CodeLabel, IcedError> {
+        debug_assert!(self.pending.is_none());
+        let mut l = self.a.create_label();
+        let (ip, k) = (self.ip, self.k);
+        self.later(move |a| {
+            a.set_label(&mut l)?;
+            exit_word(a, ret::STOP | ret::DEFER, ip, k)
+        });
+        Ok(l)
+    }
+
+    // ----- exits -----
+
+    /// The block's end, to the constant `target` after all its instructions.
+    pub fn exit_const(&mut self, target: u64) -> Result<(), IcedError> {
+        self.flush()?;
+        self.count()?;
+        self.a.mov(rcx, target)?;
+        let entered = if target >> 12 == self.vpn {
+            self.own
+        } else {
+            0
+        };
+        self.a.mov(rdx, entered)?;
+        match self.link_for(target) {
+            Some(link) => {
+                self.a.mov(r8, link)?;
+                self.a.mov(rax, self.hop_link)?;
+            }
+            None => {
+                self.a.mov(r8, chain::set_addr(self.chain_table, target))?;
+                self.a.mov(rax, self.hop)?;
+            }
+        }
+        self.a.jmp(rax)
+    }
+
+    /// The block's end, to the target in RCX (canonical) after all its instructions.
+    pub fn exit_dyn(&mut self) -> Result<(), IcedError> {
+        self.flush()?;
+        self.count()?;
+        // `entered`: the own check word when the target is on this block's page.
+        self.a.mov(rax, rcx)?;
+        self.a.shr(rax, 12)?;
+        self.a.xor(edx, edx)?;
+        self.a.mov(r11, self.vpn)?;
+        self.a.cmp(rax, r11)?;
+        self.a.mov(r11, self.own)?;
+        self.a.cmove(rdx, r11)?;
+        let link = if self.dyn_links {
+            self.link_for(chain::DYN)
+        } else {
+            None
+        };
+        match link {
+            Some(link) => {
+                self.a.mov(r8, link)?;
+                self.a.mov(rax, self.hop_dyn)?;
+            }
+            None => {
+                self.a.mov(r8, chain::HASH_MUL)?;
+                self.a.imul_2(r8, rcx)?;
+                self.a.shr(r8, chain::HASH_SHIFT)?;
+                self.a.shl(r8, chain::SET_BYTES.trailing_zeros())?;
+                self.a.mov(r11, self.chain_table)?;
+                self.a.add(r8, r11)?;
+                self.a.mov(rax, self.hop)?;
+            }
+        }
+        self.a.jmp(rax)
+    }
+
+    /// `cpu.retired += len`, the new count in R9 (the hop stubs' `retired`).
+    fn count(&mut self) -> Result<(), IcedError> {
+        self.a.mov(r9, qword_ptr(rdi + Frame::STATE_TO_RETIRED))?;
+        self.a.add(r9, self.len as i32)?;
+        self.a.mov(qword_ptr(rdi + Frame::STATE_TO_RETIRED), r9)?;
+        self.host = HostFlags::Stale;
+        Ok(())
+    }
+
+    /// The address of the link for an exit to `t` (shared by direct exits to one target), or
+    /// `None` when the link table has none left.
+    fn link_for(&mut self, t: u64) -> Option<u64> {
+        let (base, left) = self.links;
+        if base == 0 {
+            return None;
+        }
+        let shared = (t != chain::DYN)
+            .then(|| self.new_links.iter().position(|&r| r == t))
+            .flatten();
+        let i = match shared {
+            Some(i) => i,
+            None if self.new_links.len() < left => {
+                self.new_links.push(t);
+                self.new_links.len() - 1
+            }
+            None => return None,
+        };
+        Some(base + i as u64 * chain::LINK_BYTES as u64)
+    }
+}
+
+/// Return the exit word for `status` that sets RIP to `ip` and adds `k` to the count (stored
+/// first when it does not fit a packed word).
+fn exit_word(a: &mut CodeAssembler, status: u64, ip: u64, k: u64) -> Result<(), IcedError> {
+    match ret::pack(status, ip, k) {
+        Some(w) => a.mov(rax, w)?,
+        None => {
+            a.mov(rax, ip)?;
+            a.mov(qword_ptr(rdi + OFF_RIP), rax)?;
+            a.add(qword_ptr(rdi + Frame::STATE_TO_RETIRED), k as i32)?;
+            a.mov(eax, status as u32)?;
+        }
+    }
+    a.ret()
+}

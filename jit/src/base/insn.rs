@@ -1,0 +1,429 @@
+//! The instructions the baseline tier compiles, and how: most are the guest instruction itself
+//! with its register operands renamed to host scratch registers (RAX's family for the first
+//! operand, RDX's for the second) and its memory operand to `[R9]`, the host address the TLB
+//! probe found. The host then computes exactly what the guest instruction computes, flags
+//! included; the flags the architecture leaves undefined never come from the host (AF after
+//! a logic operation is 0, this reference host's value, as the interpreter has it).
+//! PUSH/POP, the branches, CALL and RET are written out.
+
+use super::emit::{Emit, CF, STATUS};
+use iced_x86::code_asm::*;
+use iced_x86::{Code, ConditionCode, Instruction, Mnemonic, OpKind, Register};
+use lockstep_interp::decode::DecodedInsn;
+use lockstep_interp::operand::gpr_ref;
+use lockstep_interp::state::reg;
+
+/// How an instruction takes part in the flags.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FlagUse {
+    None,
+    /// Writes every status flag (without reading any).
+    Overwrite,
+    /// Reads a flag, or writes only some (INC/DEC keep CF).
+    Read,
+}
+
+/// AF (bit 4), which logic operations clear.
+const AF: u32 = 0x10;
+
+/// The flags a renamed instruction takes from the host, and the flags it replaces.
+fn flag_masks(m: Mnemonic) -> Option<(u32, u32)> {
+    use Mnemonic::*;
+    Some(match m {
+        Add | Sub | Cmp | Neg => (STATUS, STATUS),
+        And | Or | Xor | Test => (STATUS & !AF, STATUS),
+        Inc | Dec => (STATUS & !CF, STATUS & !CF),
+        _ => return None,
+    })
+}
+
+fn flag_use(ins: &Instruction) -> FlagUse {
+    use Mnemonic::*;
+    match ins.mnemonic() {
+        Inc | Dec => FlagUse::Read,
+        m if flag_masks(m).is_some() => FlagUse::Overwrite,
+        _ if reads_condition(ins) => FlagUse::Read,
+        _ => FlagUse::None,
+    }
+}
+
+/// Jcc, SETcc, CMOVcc.
+fn reads_condition(ins: &Instruction) -> bool {
+    ins.condition_code() != ConditionCode::None
+}
+
+/// For each instruction: are the flags it writes dead — replaced by a later instruction of
+/// the block that writes every status flag, with nothing in between (that one included) that
+/// reads a flag, writes only some, or accesses memory (whose deferring exit leaves with the
+/// flags as they are)? One backward pass.
+pub fn dead_flags(insns: &[DecodedInsn]) -> Vec<bool> {
+    let mut dead = vec![false; insns.len()];
+    // Is the flag state after this point overwritten before anything can see it?
+    let mut overwritten = false;
+    for (i, d) in insns.iter().enumerate().rev() {
+        dead[i] = overwritten;
+        let ins = &d.ins;
+        let touches_memory = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
+            && ins.mnemonic() != Mnemonic::Lea
+            || ins.is_stack_instruction();
+        overwritten = match flag_use(ins) {
+            _ if touches_memory || ins.flow_control() != iced_x86::FlowControl::Next => false,
+            FlagUse::Overwrite => true,
+            FlagUse::Read => false,
+            FlagUse::None => overwritten,
+        };
+    }
+    dead
+}
+
+/// The first way `insns` touch the flags.
+pub fn first_flag_use(insns: &[DecodedInsn]) -> FlagUse {
+    insns
+        .iter()
+        .map(|d| flag_use(&d.ins))
+        .find(|&u| u != FlagUse::None)
+        .unwrap_or(FlagUse::None)
+}
+
+/// The instructions renamed and run on the host.
+fn renamed(m: Mnemonic) -> bool {
+    use Mnemonic::*;
+    matches!(
+        m,
+        Mov | Movzx
+            | Movsx
+            | Movsxd
+            | Add
+            | Sub
+            | And
+            | Or
+            | Xor
+            | Cmp
+            | Test
+            | Inc
+            | Dec
+            | Neg
+            | Not
+            | Lea
+    ) || m.is_cmovcc()
+        || m.is_setcc()
+}
+
+trait CondMnemonic {
+    fn is_cmovcc(&self) -> bool;
+    fn is_setcc(&self) -> bool;
+}
+
+impl CondMnemonic for Mnemonic {
+    fn is_cmovcc(&self) -> bool {
+        use Mnemonic::*;
+        matches!(
+            *self,
+            Cmovo
+                | Cmovno
+                | Cmovb
+                | Cmovae
+                | Cmove
+                | Cmovne
+                | Cmovbe
+                | Cmova
+                | Cmovs
+                | Cmovns
+                | Cmovp
+                | Cmovnp
+                | Cmovl
+                | Cmovge
+                | Cmovle
+                | Cmovg
+        )
+    }
+    fn is_setcc(&self) -> bool {
+        use Mnemonic::*;
+        matches!(
+            *self,
+            Seto | Setno
+                | Setb
+                | Setae
+                | Sete
+                | Setne
+                | Setbe
+                | Seta
+                | Sets
+                | Setns
+                | Setp
+                | Setnp
+                | Setl
+                | Setge
+                | Setle
+                | Setg
+        )
+    }
+}
+
+/// A general-purpose register the renaming can take: not AH/CH/DH/BH.
+fn plain_gpr(r: Register) -> bool {
+    gpr_ref(r).is_some_and(|g| !g.high)
+}
+
+/// A memory operand with 64-bit addressing (base and index 64-bit registers or RIP).
+fn addressable(ins: &Instruction) -> bool {
+    let ok = |r: Register| r == Register::None || r == Register::RIP || r.is_gpr64();
+    ok(ins.memory_base()) && ok(ins.memory_index())
+}
+
+fn canonical(v: u64) -> bool {
+    ((v << 16) as i64 >> 16) as u64 == v
+}
+
+/// Does the baseline tier compile `ins` (`last`: the block's last instruction)?
+pub fn covers(ins: &Instruction, last: bool) -> bool {
+    if ins.code_size() != iced_x86::CodeSize::Code64
+        || ins.has_lock_prefix()
+        || ins.has_rep_prefix()
+        || ins.has_repne_prefix()
+    {
+        return false;
+    }
+    let m = ins.mnemonic();
+    let operands_ok = (0..ins.op_count()).all(|i| match ins.op_kind(i) {
+        OpKind::Register => plain_gpr(ins.op_register(i)),
+        OpKind::Memory => addressable(ins),
+        OpKind::Immediate8
+        | OpKind::Immediate16
+        | OpKind::Immediate32
+        | OpKind::Immediate64
+        | OpKind::Immediate8to16
+        | OpKind::Immediate8to32
+        | OpKind::Immediate8to64
+        | OpKind::Immediate32to64 => true,
+        OpKind::NearBranch64 => canonical(ins.near_branch_target()),
+        _ => false,
+    });
+    if !operands_ok {
+        return false;
+    }
+    match ins.code() {
+        Code::Nopd | Code::Nopw | Code::Nopq | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64 => {
+            return true
+        }
+        // The moffs forms have no ModRM to rename into.
+        Code::Mov_AL_moffs8
+        | Code::Mov_AX_moffs16
+        | Code::Mov_EAX_moffs32
+        | Code::Mov_RAX_moffs64
+        | Code::Mov_moffs8_AL
+        | Code::Mov_moffs16_AX
+        | Code::Mov_moffs32_EAX
+        | Code::Mov_moffs64_RAX => return false,
+        Code::Push_r64 | Code::Pushq_imm8 | Code::Pushq_imm32 => return true,
+        Code::Pop_r64 => return ins.op0_register() != Register::RSP,
+        Code::Call_rel32_64 | Code::Jmp_rel8_64 | Code::Jmp_rel32_64 | Code::Retnq => return last,
+        _ => {}
+    }
+    if ins.is_jcc_short_or_near() {
+        return last;
+    }
+    // A renamed instruction: at most two operands, the second not a second register of the
+    // same family as the first's host register (each gets its own).
+    renamed(m) && ins.op_count() <= 2 && (m != Mnemonic::Lea || ins.op0_kind() == OpKind::Register)
+}
+
+/// Emit `d` (one [`covers`] accepts); `last`: the block's last instruction, which ends it.
+pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(), IcedError> {
+    let ins = &d.ins;
+    match ins.code() {
+        Code::Nopd | Code::Nopw | Code::Nopq | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64 => {
+        }
+        Code::Push_r64 => {
+            let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
+            push(e, |e| e.load_reg(rax, g))?;
+        }
+        Code::Pushq_imm8 | Code::Pushq_imm32 => {
+            let v = ins.immediate64();
+            push(e, move |e| e.a.mov(rax, v))?;
+        }
+        Code::Pop_r64 => {
+            let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
+            e.load_reg(r8, reg::RSP)?;
+            e.probe(false, 8)?;
+            e.a.mov(rax, qword_ptr(r9))?;
+            e.a.lea(r8, qword_ptr(r8 + 8))?;
+            e.a.mov(qword_ptr(rdi + super::reg_slot(reg::RSP)), r8)?;
+            e.a.mov(qword_ptr(rdi + super::reg_slot(g)), rax)?;
+        }
+        Code::Call_rel32_64 => {
+            let ret_ip = e.next_ip;
+            push(e, move |e| e.a.mov(rax, ret_ip))?;
+            e.exit_const(ins.near_branch_target())?;
+        }
+        Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => e.exit_const(ins.near_branch_target())?,
+        Code::Retnq => {
+            e.load_reg(r8, reg::RSP)?;
+            e.probe(false, 8)?;
+            e.a.mov(rcx, qword_ptr(r9))?;
+            // A non-canonical target: the interpreter runs the RET and raises #GP.
+            e.a.mov(rax, rcx)?;
+            e.a.shl(rax, 16)?;
+            e.a.sar(rax, 16)?;
+            e.a.cmp(rax, rcx)?;
+            let defer = e.defer_label()?;
+            e.a.jne(defer)?;
+            e.a.lea(r8, qword_ptr(r8 + 8))?;
+            e.a.mov(qword_ptr(rdi + super::reg_slot(reg::RSP)), r8)?;
+            e.exit_dyn()?;
+        }
+        _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
+        _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
+        _ => rename(e, ins, dead)?,
+    }
+    if last && ins.flow_control() == iced_x86::FlowControl::Next {
+        // Falling off the block's end (a length cap or a page boundary ended it).
+        e.exit_const(e.next_ip)?;
+    }
+    Ok(())
+}
+
+/// PUSH: the value `value` puts in RAX to `[RSP - 8]`, then RSP lowered.
+fn push(
+    e: &mut Emit,
+    value: impl FnOnce(&mut Emit) -> Result<(), IcedError>,
+) -> Result<(), IcedError> {
+    e.load_reg(r8, reg::RSP)?;
+    e.a.lea(r8, qword_ptr(r8 - 8))?;
+    e.probe(true, 8)?;
+    value(e)?;
+    e.a.mov(qword_ptr(r9), rax)?;
+    e.a.mov(qword_ptr(rdi + super::reg_slot(reg::RSP)), r8)
+}
+
+/// Does the condition read CF?
+fn reads_carry(c: ConditionCode) -> bool {
+    use ConditionCode::*;
+    matches!(c, b | ae | be | a)
+}
+
+/// Jcc: both ways leave the block.
+fn jcc(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    let c = ins.condition_code();
+    e.flags_for(reads_carry(c))?;
+    let before = e.branch_state();
+    let mut taken = e.a.create_label();
+    jump_if(&mut e.a, c, taken)?;
+    e.exit_const(e.next_ip)?;
+    e.restore(before);
+    e.a.set_label(&mut taken)?;
+    e.exit_const(ins.near_branch_target())
+}
+
+fn jump_if(a: &mut CodeAssembler, c: ConditionCode, l: CodeLabel) -> Result<(), IcedError> {
+    type C = ConditionCode;
+    match c {
+        C::o => a.jo(l),
+        C::no => a.jno(l),
+        C::b => a.jb(l),
+        C::ae => a.jae(l),
+        C::e => a.je(l),
+        C::ne => a.jne(l),
+        C::be => a.jbe(l),
+        C::a => a.ja(l),
+        C::s => a.js(l),
+        C::ns => a.jns(l),
+        C::p => a.jp(l),
+        C::np => a.jnp(l),
+        C::l => a.jl(l),
+        C::ge => a.jge(l),
+        C::le => a.jle(l),
+        C::g => a.jg(l),
+        C::None => unreachable!("a Jcc has a condition"),
+    }
+}
+
+/// LEA: the effective address (no segment base), truncated to the destination's size.
+fn lea(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    let mut m = *ins;
+    m.set_segment_prefix(Register::None);
+    e.addr(&m)?;
+    let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
+    let slot = rdi + super::reg_slot(g);
+    match gpr_ref(ins.op0_register()).map_or(8, |g| g.size) {
+        2 => e.a.mov(word_ptr(slot), r8w),
+        4 => {
+            e.a.mov(r8d, r8d)?;
+            e.a.mov(qword_ptr(slot), r8)
+        }
+        _ => e.a.mov(qword_ptr(slot), r8),
+    }
+}
+
+/// The host register of operand `op` (0: RAX's family, 1: RDX's) in `size` bytes.
+fn host_reg(op: u32, size: u8) -> Register {
+    use Register::*;
+    match (op, size) {
+        (0, 1) => AL,
+        (0, 2) => AX,
+        (0, 4) => EAX,
+        (0, _) => RAX,
+        (_, 1) => DL,
+        (_, 2) => DX,
+        (_, 4) => EDX,
+        (_, _) => RDX,
+    }
+}
+
+/// A renamed instruction: memory operand through the probe, register operands loaded,
+/// the host instruction, the flags captured (unless `dead`, see [`dead_flags`]), the
+/// destination register stored.
+fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
+    use Mnemonic::*;
+    let m = ins.mnemonic();
+    let masks = flag_masks(m);
+    // Does the instruction read / write its first operand?
+    let writes0 = !matches!(m, Cmp | Test);
+    let reads0 = !matches!(m, Mov | Movzx | Movsx | Movsxd) && !m.is_setcc();
+    let mut h = *ins;
+    for op in 0..ins.op_count() {
+        if ins.op_kind(op) == OpKind::Memory {
+            let write = op == 0 && writes0;
+            let size = ins.memory_size().size() as u32;
+            e.addr(ins)?;
+            e.probe(write, size)?;
+            h.set_memory_base(Register::R9);
+            h.set_memory_index(Register::None);
+            h.set_memory_index_scale(1);
+            h.set_memory_displacement64(0);
+            h.set_memory_displ_size(0);
+            h.set_segment_prefix(Register::None);
+        }
+    }
+    if reads_condition(ins) {
+        e.flags_for(reads_carry(ins.condition_code()))?;
+    } else if masks.is_some() {
+        // The merge of an earlier capture goes first (it clobbers the host's flags).
+        e.flush()?;
+    }
+    let mut dest = None;
+    for op in 0..ins.op_count() {
+        if ins.op_kind(op) != OpKind::Register {
+            continue;
+        }
+        let g = gpr_ref(ins.op_register(op)).expect("covered: a plain GPR");
+        let host = if op == 0 { rax } else { rdx };
+        if op > 0 || reads0 {
+            e.load_reg(host, g.index)?;
+        }
+        h.set_op_register(op, host_reg(op, g.size));
+        if op == 0 && writes0 {
+            dest = Some((g.index, g.size));
+        }
+    }
+    e.a.add_instruction(h)?;
+    match masks {
+        Some(_) if dead => e.host = super::emit::HostFlags::Stale,
+        Some((set, clear)) => e.capture(set, clear)?,
+        None => {}
+    }
+    if let Some((g, size)) = dest {
+        e.store_reg(g, rax, size)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! The baseline tier (`lockstep_jit::base`): single blocks compiled to machine code without
+//! Cranelift must leave the interpreter's state, memory and retired count, at every budget
+//! slice, in the cases where its protocol differs from lifted code: flags kept in RFLAGS
+//! (captured from the host, dropped when dead), an incoming flag record folded or dropped, a
+//! deferred memory access in the middle of a block, the stack instructions, conditions read
+//! from stale host flags, and chaining to and from Cranelift regions.
+
+mod common;
+
+use common::{compare, eager_config};
+use iced_x86::code_asm::*;
+use lockstep_interp::state::reg;
+use lockstep_interp::testkit::{TestMachine, DATA_BASE, TEST_RAM};
+use lockstep_interp::ExitReason;
+use lockstep_jit::JitConfig;
+
+/// The programs end in HLT, which at the test machine's CPL 3 raises #GP(0).
+fn ran_to_hlt(exit: &lockstep_interp::Exit) -> bool {
+    exit.reason == ExitReason::Exception(lockstep_interp::Fault::GP0)
+}
+
+fn baseline() -> JitConfig {
+    JitConfig {
+        baseline: true,
+        ..eager_config()
+    }
+}
+
+/// Budget slices of 1..=13 instructions (every stopping point inside short blocks) and one
+/// run to the end.
+fn slices() -> Vec<u64> {
+    let mut v: Vec<u64> = (0..300).map(|i| 1 + (i * 7) % 13).collect();
+    v.push(1 << 20);
+    v
+}
+
+/// Calls, returns, pushes and pops around arithmetic whose flags decide branches, with
+/// CMOVcc/SETcc reading flags both right after their producer and in a later block; the
+/// loop itself is a Cranelift region, the callee's blocks baseline blocks.
+#[test]
+fn calls_flags_and_stack_match_the_interpreter() {
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut f = a.create_label();
+        let mut skip = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(ecx, 40)?;
+        a.xor(r12d, r12d)?;
+        a.set_label(&mut top)?;
+        a.mov(edi, ecx)?;
+        a.call(f)?;
+        a.add(r12, rax)?;
+        a.dec(ecx)?;
+        a.jne(top)?;
+        a.jmp(done)?;
+        // f(edi): flags from a CMP read by CMOVcc and SETcc, INC keeping CF for a JC in the
+        // next block, memory through RBX, PUSH/POP.
+        a.set_label(&mut f)?;
+        a.push(rbx)?;
+        a.mov(eax, edi)?;
+        a.cmp(edi, 20)?;
+        a.mov(edx, 7)?;
+        a.cmovb(eax, edx)?;
+        a.setae(byte_ptr(rbx + 8))?;
+        a.movzx(esi, byte_ptr(rbx + 8))?;
+        a.add(dword_ptr(rbx), eax)?;
+        a.sub(edi, 30)?;
+        a.inc(esi)?;
+        a.jb(skip)?;
+        a.lea(eax, qword_ptr(rax + rsi * 4 + 3))?;
+        a.set_label(&mut skip)?;
+        a.setc(dl)?;
+        a.movsx(rdx, dl)?;
+        a.xor(rax, rdx)?;
+        a.pop(rbx)?;
+        a.ret()?;
+        a.set_label(&mut done)?;
+        a.mov(r13, qword_ptr(rbx))?;
+        a.hlt()
+    });
+    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    assert!(jit.stats.baseline > 0, "no block went to the baseline tier");
+    assert!(m.gpr(reg::R13) != 0);
+}
+
+/// A baseline block whose load misses the TLB (an address outside RAM) after a flag
+/// producer: the access leaves before its instruction, RFLAGS must hold the producer's flags
+/// (not dead: the load may fault before the next overwrite), and the interpreter raises the
+/// fault with the count of the instructions before it.
+#[test]
+fn a_deferred_access_sees_the_flags_and_count_before_it() {
+    let code = TestMachine::assemble(|a| {
+        let mut next = a.create_label();
+        let mut end = a.create_label();
+        a.mov(rbx, TEST_RAM + 0x1000)?;
+        a.mov(eax, 5)?;
+        a.mov(ecx, -1)?;
+        a.jmp(next)?;
+        a.set_label(&mut next)?;
+        a.cmp(eax, 7)?;
+        a.add(ecx, 1)?;
+        a.mov(rdx, qword_ptr(rbx))?;
+        a.add(rdx, rax)?;
+        a.jmp(end)?;
+        a.set_label(&mut end)?;
+        a.hlt()
+    });
+    let (m, jit, exit) = compare(&code, &[1 << 20], baseline(), &|_| {});
+    assert!(
+        matches!(exit.reason, ExitReason::Exception(_)) && !ran_to_hlt(&exit),
+        "the load faults: {exit:?}"
+    );
+    assert!(jit.stats.baseline > 0);
+    // ADD ECX, 1 from 0xffff_ffff: CF, PF, AF, ZF (not the CMP's CF, AF, SF).
+    let f = m.cpu.state.rflags;
+    assert_eq!(f & 0x8d5, 0x55, "the ADD's flags: {f:#x}");
+    assert_eq!(m.gpr(reg::RCX), 0);
+}
+
+/// Blocks that read a flag first take the record a lifted predecessor handed over (the
+/// fold at entry); blocks that overwrite all flags first drop it; blocks that never touch
+/// the flags hand it on. Single-block functions (`region_blocks: 1`); the predecessors are
+/// lifted (ROL is not the baseline tier's), the three kinds of successor baseline blocks.
+#[test]
+fn incoming_flag_records_are_folded_dropped_or_handed_on() {
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut reader = a.create_label();
+        let mut writer = a.create_label();
+        let mut mover = a.create_label();
+        let mut back = a.create_label();
+        a.mov(ecx, 300)?;
+        a.xor(r8d, r8d)?;
+        a.mov(r13, 0x3333_3333_3333_3334u64)?;
+        a.set_label(&mut top)?;
+        a.rol(r13, 1)?;
+        a.add(r8, r13)?;
+        a.js(reader)?;
+        a.rol(r13, 1)?;
+        a.add(r8, r13)?;
+        a.jns(writer)?;
+        a.rol(r13, 1)?;
+        a.add(r8, r13)?;
+        a.jmp(mover)?;
+        a.set_label(&mut reader)?;
+        a.seto(al)?;
+        a.setc(dl)?;
+        a.movzx(eax, al)?;
+        a.add(r9, rax)?;
+        a.movzx(edx, dl)?;
+        a.add(r9, rdx)?;
+        a.jmp(back)?;
+        a.set_label(&mut writer)?;
+        a.sub(r10, rcx)?;
+        a.setc(dl)?;
+        a.movzx(edx, dl)?;
+        a.add(r11, rdx)?;
+        a.jmp(back)?;
+        a.set_label(&mut mover)?;
+        a.mov(rsi, r8)?;
+        a.jmp(back)?;
+        a.set_label(&mut back)?;
+        a.mov(rdi, rcx)?;
+        a.rol(rdi, 1)?;
+        a.jc(top)?;
+        a.dec(ecx)?;
+        a.jne(top)?;
+        a.pushfq()?;
+        a.pop(rdx)?;
+        a.hlt()
+    });
+    let config = JitConfig {
+        region_blocks: 1,
+        ..baseline()
+    };
+    let (_, jit, exit) = compare(&code, &slices(), config, &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    assert!(jit.stats.baseline >= 3, "{}", jit.stats.baseline);
+}
+
+/// Every condition code after every flag producer the tier covers, with operands at the
+/// boundaries (zero, sign bit, carry out, overflow), in 8-, 16-, 32- and 64-bit forms.
+#[test]
+fn every_condition_after_every_producer_matches_the_interpreter() {
+    for size in [1u8, 2, 4, 8] {
+        for op in 0..8 {
+            let code = TestMachine::assemble(|a| {
+                let (x, y) = match size {
+                    1 => (Register8(al), Register8(dl)),
+                    2 => (Register16(ax), Register16(dx)),
+                    4 => (Register32(eax), Register32(edx)),
+                    _ => (Register64(rax), Register64(rdx)),
+                };
+                let mut next = a.create_label();
+                a.jmp(next)?;
+                a.set_label(&mut next)?;
+                x.op(a, y, op)?;
+                // All sixteen conditions into R8..R15's low bytes and two bytes of memory.
+                let outs = [r8b, r9b, r10b, r11b, r12b, r13b, r14b, r15b];
+                a.seto(outs[0])?;
+                a.setb(outs[1])?;
+                a.sete(outs[2])?;
+                a.setbe(outs[3])?;
+                a.sets(outs[4])?;
+                a.setp(outs[5])?;
+                a.setl(outs[6])?;
+                a.setle(outs[7])?;
+                a.cmovno(ebx, ecx)?;
+                a.cmovae(esi, ecx)?;
+                a.cmovne(edi, ecx)?;
+                a.cmova(ebp, ecx)?;
+                a.hlt()
+            });
+            let pairs: [(u64, u64); 6] = [
+                (0, 0),
+                (1, u64::MAX),
+                (0x80, 0x80),
+                (0x7fff_ffff_ffff_ffff, 1),
+                (0x8000_0000, 0x7fff_ffff),
+                (0x1234_5678_9abc_def0, 0x0fed_cba9_8765_4321),
+            ];
+            for (x, y) in pairs {
+                let setup = move |m: &mut TestMachine| {
+                    m.cpu.state.gpr[reg::RAX] = x;
+                    m.cpu.state.gpr[reg::RDX] = y;
+                    m.cpu.state.gpr[reg::RCX] = 0xc0de;
+                    m.cpu.state.rflags |= 1;
+                };
+                let (_, jit, _) = compare(&code, &[1 << 20], baseline(), &setup);
+                assert!(jit.stats.baseline > 0, "size {size} op {op}");
+            }
+        }
+    }
+}
+
+/// The first operand of a test producer, by size.
+enum Operand {
+    Register8(AsmRegister8),
+    Register16(AsmRegister16),
+    Register32(AsmRegister32),
+    Register64(AsmRegister64),
+}
+use Operand::*;
+
+impl Operand {
+    /// `self op= other` for op 0..8: ADD, SUB, CMP, AND, OR, XOR, TEST, NEG/INC/DEC.
+    fn op(&self, a: &mut CodeAssembler, other: Operand, op: u8) -> Result<(), IcedError> {
+        macro_rules! run {
+            ($x:expr, $y:expr) => {
+                match op {
+                    0 => a.add($x, $y),
+                    1 => a.sub($x, $y),
+                    2 => a.cmp($x, $y),
+                    3 => a.and($x, $y),
+                    4 => a.or($x, $y),
+                    5 => a.xor($x, $y),
+                    6 => a.test($x, $y),
+                    _ => {
+                        a.inc($x)?;
+                        a.neg($y)?;
+                        a.dec($x)
+                    }
+                }
+            };
+        }
+        match (self, other) {
+            (Register8(x), Register8(y)) => run!(*x, y),
+            (Register16(x), Register16(y)) => run!(*x, y),
+            (Register32(x), Register32(y)) => run!(*x, y),
+            (Register64(x), Register64(y)) => run!(*x, y),
+            _ => unreachable!("same sizes"),
+        }
+    }
+}
