@@ -202,6 +202,26 @@ pub const LINK_RIP: i32 = core::mem::offset_of!(Link, rip) as i32;
 pub const DYN: u64 = NO_RIP;
 const _: () = assert!(LINK_BYTES == 32);
 
+/// The address of the link for an exit to `t` of a function being compiled, which takes its
+/// links in order from `links` (the next free one and how many are left, see
+/// [`LinkTable::next`]) and records their targets in `taken`: direct exits to one target share
+/// a link, an indirect exit's ([`DYN`]) is its own. `None` when none is left.
+pub fn link_for(links: (u64, usize), taken: &mut Vec<u64>, t: u64) -> Option<u64> {
+    let (base, left) = links;
+    let shared = (t != DYN)
+        .then(|| taken.iter().position(|&r| r == t))
+        .flatten();
+    let i = match shared {
+        Some(i) => i,
+        None if taken.len() < left => {
+            taken.push(t);
+            taken.len() - 1
+        }
+        None => return None,
+    };
+    Some(base + i as u64 * LINK_BYTES as u64)
+}
+
 /// Links in a table: exits compiled after it is full tail-call the plain hop stub (with the
 /// set) until the module is freed with the table.
 pub const LINKS: usize = 1 << 15;

@@ -390,6 +390,7 @@ impl Compiler {
             _ => self.module().isa().flags().opt_level(),
         };
         let fold = level == cranelift_codegen::settings::OptLevel::None;
+        let links = self.next_links();
         let builder = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
         let lowered = lift::lower_region(
             builder,
@@ -398,11 +399,7 @@ impl Compiler {
             lift::LowerTarget {
                 frontend,
                 chain_table: table,
-                links: if self.use_links {
-                    self.links.next()
-                } else {
-                    (0, 0)
-                },
+                links,
                 dyn_links: self.use_dyn_links,
                 ram_base,
                 fold_offsets: fold,
@@ -503,6 +500,15 @@ impl Compiler {
         })
     }
 
+    /// The links a function compiled now takes from (none when links are off).
+    fn next_links(&self) -> (u64, usize) {
+        if self.use_links {
+            self.links.next()
+        } else {
+            (0, 0)
+        }
+    }
+
     /// Define `block` as function `id` compiled by the baseline tier (see `crate::base`).
     fn compile_base(
         &mut self,
@@ -514,11 +520,7 @@ impl Compiler {
         let t0 = self.compile_log.as_ref().map(|_| std::time::Instant::now());
         let target = base::BaseTarget {
             chain_table: self.chain_table,
-            links: if self.use_links {
-                self.links.next()
-            } else {
-                (0, 0)
-            },
+            links: self.next_links(),
             dyn_links: self.use_dyn_links,
             ram_base,
             hop: self.helpers.hop,

@@ -353,22 +353,7 @@ impl Emit {
     /// The address of the link for an exit to `t` (shared by direct exits to one target), or
     /// `None` when the link table has none left.
     fn link_for(&mut self, t: u64) -> Option<u64> {
-        let (base, left) = self.links;
-        if base == 0 {
-            return None;
-        }
-        let shared = (t != chain::DYN)
-            .then(|| self.new_links.iter().position(|&r| r == t))
-            .flatten();
-        let i = match shared {
-            Some(i) => i,
-            None if self.new_links.len() < left => {
-                self.new_links.push(t);
-                self.new_links.len() - 1
-            }
-            None => return None,
-        };
-        Some(base + i as u64 * chain::LINK_BYTES as u64)
+        chain::link_for(self.links, &mut self.new_links, t)
     }
 }
 

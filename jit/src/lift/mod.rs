@@ -1323,20 +1323,7 @@ impl Lower<'_> {
     /// The address of the link for a direct exit to `t` (one per target in a function), or
     /// `None` when the link table has none left.
     fn link_for(&mut self, t: u64) -> Option<u64> {
-        let (base, left) = self.links;
-        // (An indirect exit's link is its own: only direct targets share one.)
-        let shared = (t != crate::chain::DYN)
-            .then(|| self.new_links.iter().position(|&r| r == t))
-            .flatten();
-        let i = match shared {
-            Some(i) => i,
-            None if self.new_links.len() < left => {
-                self.new_links.push(t);
-                self.new_links.len() - 1
-            }
-            None => return None,
-        };
-        Some(base + i as u64 * crate::chain::LINK_BYTES as u64)
+        crate::chain::link_for(self.links, &mut self.new_links, t)
     }
 
     /// On the way to a chained jump: when the target is on the virtual page this function's
