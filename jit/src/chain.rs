@@ -202,6 +202,22 @@ pub const LINK_RIP: i32 = core::mem::offset_of!(Link, rip) as i32;
 pub const DYN: u64 = NO_RIP;
 const _: () = assert!(LINK_BYTES == 32);
 
+/// What a compiled function's entry check expects of the execute TLB for `block` (decoded
+/// from RAM whose host base is `ram_base`): the byte offset of the entry for its page in the
+/// table, the tag there (the virtual page number) and the entry's host field (the physical
+/// page's host address minus the virtual page's address). Lifted and baseline entry checks
+/// both compare these, then the block's code words.
+pub fn exec_tlb_expect(block: &Block, ram_base: u64) -> (i32, u64, u64) {
+    use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
+    let key = block.key();
+    let vpn = key.rip >> 12;
+    let off = ((vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES) as i32;
+    let host = ram_base
+        .wrapping_add(key.phys & !0xfff)
+        .wrapping_sub(key.rip & !0xfff);
+    (off, vpn, host)
+}
+
 /// The address of the link for an exit to `t` of a function being compiled, which takes its
 /// links in order from `links` (the next free one and how many are left, see
 /// [`LinkTable::next`]) and records their targets in `taken`: direct exits to one target share

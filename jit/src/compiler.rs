@@ -478,15 +478,8 @@ impl Compiler {
             .compiled_code()
             .map_or(0, |c| c.code_info().total_size as usize);
         if let (Some(path), Some((n, b, t0))) = (&self.compile_log, log_start) {
-            use std::io::Write;
             let us = t0.elapsed().as_micros();
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-            {
-                let _ = writeln!(f, "{n} {b} {us} {code_bytes} {}", looped as u8);
-            }
+            append_dump(path, &format!("{n} {b} {us} {code_bytes} {}", looped as u8));
         }
         module.clear_context(&mut self.ctx);
         self.in_module += 1;
@@ -544,16 +537,9 @@ impl Compiler {
             append_dump(path, text);
         }
         if let (Some(path), Some(t0)) = (&self.compile_log, t0) {
-            use std::io::Write;
             // Baseline functions have no IR: instructions and blocks 0, loop column 2.
             let us = t0.elapsed().as_micros();
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-            {
-                let _ = writeln!(f, "0 0 {us} {} 2", code.bytes.len());
-            }
+            append_dump(path, &format!("0 0 {us} {} 2", code.bytes.len()));
         }
         self.in_module += 1;
         Ok(Compiled {

@@ -428,10 +428,10 @@ impl Jit {
     /// A JIT with `config`. The environment variables `LOCKSTEP_JIT_OPT` (none, speed,
     /// speed_and_size: one level for all regions; `<level>,<level>`: without and with a loop)
     /// and `LOCKSTEP_JIT_REGION` (most blocks per region; 1: single blocks) override
-    /// `config.opt_level`/`loop_opt_level` and `config.region_blocks` (host-side tuning for
-    /// measurements; the guest-visible results are the same).
+    /// `config.opt_level`/`loop_opt_level` and `config.region_blocks`, and `LOCKSTEP_JIT_DAG`
+    /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline` (host-side
+    /// tuning for measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
-        // (`LOCKSTEP_JIT_BASE=0/1` likewise sets `config.baseline`.)
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
             let level = |s: &str| match s {
                 "none" => "none",

@@ -8,15 +8,15 @@
 
 use super::BaseTarget;
 use crate::chain;
-use crate::frame::{ret, Frame, OFF_RFLAGS, OFF_RIP};
+use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use iced_x86::code_asm::*;
 use lockstep_interp::decode::{Block, DecodedInsn};
 use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
+use lockstep_interp::state::flags;
 
-/// The six status flags of RFLAGS.
-pub const STATUS: u32 = 0x8d5;
-/// CF.
-pub const CF: u32 = 0x1;
+/// The six status flags of RFLAGS, and CF, as the 32-bit immediates the code uses.
+pub const STATUS: u32 = flags::STATUS as u32;
+pub const CF: u32 = flags::CF as u32;
 
 /// A piece of cold code, assembled after the main path.
 type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
@@ -111,13 +111,13 @@ impl Emit {
     // ----- registers -----
 
     pub fn load_reg(&mut self, host: AsmRegister64, g: usize) -> Result<(), IcedError> {
-        self.a.mov(host, qword_ptr(rdi + super::reg_slot(g)))
+        self.a.mov(host, qword_ptr(rdi + gpr_off(g)))
     }
 
     /// Store the low `size` bytes of `host` (RAX or RDX) into guest register `g`; a 4-byte
     /// result was zero-extended by the host operation that made it, so all 8 bytes go.
     pub fn store_reg(&mut self, g: usize, host: AsmRegister64, size: u8) -> Result<(), IcedError> {
-        let slot = rdi + super::reg_slot(g);
+        let slot = rdi + gpr_off(g);
         let (low8, low16) = if host == rax { (al, ax) } else { (dl, dx) };
         match size {
             1 => self.a.mov(byte_ptr(slot), low8),

@@ -7,11 +7,13 @@
 //! PUSH/POP, the branches, CALL and RET are written out.
 
 use super::emit::{Emit, CF, STATUS};
+use crate::frame::gpr_off;
 use iced_x86::code_asm::*;
 use iced_x86::{Code, ConditionCode, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
 use lockstep_interp::operand::gpr_ref;
-use lockstep_interp::state::reg;
+use lockstep_interp::ops::mov::{is_cmovcc, is_setcc};
+use lockstep_interp::state::{flags, reg};
 
 /// How an instruction takes part in the flags.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -23,8 +25,8 @@ pub enum FlagUse {
     Read,
 }
 
-/// AF (bit 4), which logic operations clear.
-const AF: u32 = 0x10;
+/// AF, which logic operations clear.
+const AF: u32 = flags::AF as u32;
 
 /// The flags a renamed instruction takes from the host, and the flags it replaces.
 fn flag_masks(m: Mnemonic) -> Option<(u32, u32)> {
@@ -105,59 +107,8 @@ fn renamed(m: Mnemonic) -> bool {
             | Neg
             | Not
             | Lea
-    ) || m.is_cmovcc()
-        || m.is_setcc()
-}
-
-trait CondMnemonic {
-    fn is_cmovcc(&self) -> bool;
-    fn is_setcc(&self) -> bool;
-}
-
-impl CondMnemonic for Mnemonic {
-    fn is_cmovcc(&self) -> bool {
-        use Mnemonic::*;
-        matches!(
-            *self,
-            Cmovo
-                | Cmovno
-                | Cmovb
-                | Cmovae
-                | Cmove
-                | Cmovne
-                | Cmovbe
-                | Cmova
-                | Cmovs
-                | Cmovns
-                | Cmovp
-                | Cmovnp
-                | Cmovl
-                | Cmovge
-                | Cmovle
-                | Cmovg
-        )
-    }
-    fn is_setcc(&self) -> bool {
-        use Mnemonic::*;
-        matches!(
-            *self,
-            Seto | Setno
-                | Setb
-                | Setae
-                | Sete
-                | Setne
-                | Setbe
-                | Seta
-                | Sets
-                | Setns
-                | Setp
-                | Setnp
-                | Setl
-                | Setge
-                | Setle
-                | Setg
-        )
-    }
+    ) || is_cmovcc(m)
+        || is_setcc(m)
 }
 
 /// A general-purpose register the renaming can take: not AH/CH/DH/BH.
@@ -248,8 +199,8 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.probe(false, 8)?;
             e.a.mov(rax, qword_ptr(r9))?;
             e.a.lea(r8, qword_ptr(r8 + 8))?;
-            e.a.mov(qword_ptr(rdi + super::reg_slot(reg::RSP)), r8)?;
-            e.a.mov(qword_ptr(rdi + super::reg_slot(g)), rax)?;
+            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
+            e.a.mov(qword_ptr(rdi + gpr_off(g)), rax)?;
         }
         Code::Call_rel32_64 => {
             let ret_ip = e.next_ip;
@@ -269,7 +220,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             let defer = e.defer_label()?;
             e.a.jne(defer)?;
             e.a.lea(r8, qword_ptr(r8 + 8))?;
-            e.a.mov(qword_ptr(rdi + super::reg_slot(reg::RSP)), r8)?;
+            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
             e.exit_dyn()?;
         }
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
@@ -293,7 +244,7 @@ fn push(
     e.probe(true, 8)?;
     value(e)?;
     e.a.mov(qword_ptr(r9), rax)?;
-    e.a.mov(qword_ptr(rdi + super::reg_slot(reg::RSP)), r8)
+    e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)
 }
 
 /// Does the condition read CF?
@@ -344,7 +295,7 @@ fn lea(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
     m.set_segment_prefix(Register::None);
     e.addr(&m)?;
     let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
-    let slot = rdi + super::reg_slot(g);
+    let slot = rdi + gpr_off(g);
     match gpr_ref(ins.op0_register()).map_or(8, |g| g.size) {
         2 => e.a.mov(word_ptr(slot), r8w),
         4 => {
@@ -379,7 +330,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     let masks = flag_masks(m);
     // Does the instruction read / write its first operand?
     let writes0 = !matches!(m, Cmp | Test);
-    let reads0 = !matches!(m, Mov | Movzx | Movsx | Movsxd) && !m.is_setcc();
+    let reads0 = !matches!(m, Mov | Movzx | Movsx | Movsxd) && !is_setcc(m);
     let mut h = *ins;
     for op in 0..ins.op_count() {
         if ins.op_kind(op) == OpKind::Memory {

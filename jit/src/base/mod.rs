@@ -21,11 +21,10 @@ mod emit;
 pub mod insn;
 
 use crate::chain;
-use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
+use crate::frame::{ret, Frame, OFF_RFLAGS, OFF_RIP};
 use emit::Emit;
 use iced_x86::code_asm::*;
 use lockstep_interp::decode::Block;
-use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
 
 /// What a baseline block is compiled against (the module's and the engine's addresses).
 pub struct BaseTarget {
@@ -79,8 +78,7 @@ pub fn compile(block: &Block, t: &BaseTarget) -> Result<BaseCode, String> {
 /// The entry: the skip test, the entry check, and the incoming flag record's fold when the
 /// block reads a flag before writing them all.
 fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
-    let key = block.key();
-    let vpn = key.rip >> 12;
+    let (off, vpn, want) = chain::exec_tlb_expect(block, e.ram_base);
     let own = chain::block_check(block);
     let mut body = e.a.create_label();
     let mut fail = e.a.create_label();
@@ -88,14 +86,9 @@ fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
     e.a.cmp(rdx, rax)?;
     e.a.je(body)?;
     e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
-    let off = ((vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES) as i32;
     e.a.mov(rax, vpn)?;
     e.a.cmp(qword_ptr(r8 + off), rax)?;
     e.a.jne(fail)?;
-    let want = e
-        .ram_base
-        .wrapping_add(key.phys & !0xfff)
-        .wrapping_sub(key.rip & !0xfff);
     e.a.mov(rax, want)?;
     e.a.cmp(qword_ptr(r8 + off + 8), rax)?;
     e.a.jne(fail)?;
@@ -118,9 +111,8 @@ fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
     e.a.ret()?;
     e.a.set_label(&mut body)?;
     match insn::first_flag_use(&block.insns) {
-        insn::FlagUse::None => e.record_live = true,
-        insn::FlagUse::Overwrite => e.record_live = true,
         insn::FlagUse::Read => fold_incoming(e)?,
+        insn::FlagUse::None | insn::FlagUse::Overwrite => e.record_live = true,
     }
     Ok(())
 }
@@ -129,11 +121,10 @@ fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
 /// call on a cold path at the end of the function.
 fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
     let mut cold = e.a.create_label();
-    let back = e.a.create_label();
+    let mut back = e.a.create_label();
     e.a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), 0)?;
     e.a.jne(cold)?;
-    let mut back_here = back;
-    e.a.set_label(&mut back_here)?;
+    e.a.set_label(&mut back)?;
     let fold = e.fold;
     e.later(move |a| {
         a.set_label(&mut cold)?;
@@ -158,11 +149,6 @@ fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
         a.jmp(back)
     });
     Ok(())
-}
-
-/// Byte offset of a general-purpose register's slot.
-pub(crate) fn reg_slot(i: usize) -> i32 {
-    gpr_off(i)
 }
 
 /// A listing of baseline machine code (diagnostics: `--verify` reports, IR dumps).

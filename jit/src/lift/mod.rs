@@ -389,9 +389,7 @@ fn entry_check(
     entry: &Block,
     ram_base: u64,
 ) -> [Value; 5] {
-    use lockstep_interp::mmu::{TLB_ENTRIES, TLB_ENTRY_BYTES};
-    let key = entry.key();
-    let vpn = key.rip >> 12;
+    let (off, vpn, want) = crate::chain::exec_tlb_expect(entry, ram_base);
     let ld = |b: &mut FunctionBuilder<'_>, base: Value, off: i32| {
         b.ins().load(types::I64, host_mem(), base, off)
     };
@@ -409,14 +407,10 @@ fn entry_check(
     b.switch_to_block(check);
     let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
     // Constant offsets go into the loads (fewer IR instructions; the same host code).
-    let off = ((vpn & (TLB_ENTRIES as u64 - 1)) * TLB_ENTRY_BYTES) as i32;
     let tag = ld(b, tlb, off);
     let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
     // The entry's host field: the page's host address in RAM minus its linear address.
     let host = ld(b, tlb, off + 8);
-    let want = ram_base
-        .wrapping_add(key.phys & !0xfff)
-        .wrapping_sub(key.rip & !0xfff);
     let c = b.ins().icmp_imm_s(IntCC::Equal, host, want as i64);
     ok = b.ins().band(ok, c);
     let table = ld(b, frame, Frame::OFF_CODE_TABLE);
