@@ -79,6 +79,12 @@ pub struct Compiler {
     /// Compile single blocks outside loops with the baseline tier when it covers them
     /// (`crate::base`).
     use_base: bool,
+    /// Runs after which a baseline function asks to be compiled again by Cranelift (0:
+    /// never), and the counters its entry counts them on (freed with the module).
+    promote_after: u32,
+    /// Blocks shorter than this are never promoted.
+    promote_min: usize,
+    counters: base::RunCounters,
 }
 
 fn make_module(opt_level: &str) -> JITModule {
@@ -339,12 +345,19 @@ impl Compiler {
             use_links: std::env::var("LOCKSTEP_JIT_LINKS").map_or(true, |v| v != "0"),
             use_dyn_links: std::env::var("LOCKSTEP_JIT_DYN_LINKS").map_or(true, |v| v != "0"),
             use_base: false,
+            promote_after: 0,
+            promote_min: 0,
+            counters: base::RunCounters::default(),
         }
     }
 
-    /// Compile single blocks outside loops with the baseline tier when it covers them.
-    pub fn set_baseline(&mut self, on: bool) {
+    /// Compile single blocks outside loops with the baseline tier when it covers them; such a
+    /// function of at least `promote_min` instructions leaves with `ret::PROMOTE` at its
+    /// `promote_after`-th run (0: never).
+    pub fn set_baseline(&mut self, on: bool, promote_after: u32, promote_min: usize) {
         self.use_base = on;
+        self.promote_after = promote_after;
+        self.promote_min = promote_min;
     }
 
     /// The C-convention entry of this module (valid until [`Compiler::reset`]).
@@ -359,22 +372,39 @@ impl Compiler {
     /// Lift and define the region `blocks` (entry first; not yet callable: see
     /// [`Compiler::finalize`]). `native: false` sends every instruction through the trampoline.
     /// `looped`: the region contains a loop (compiled at the loop optimisation level).
+    /// `allow_base`: the baseline tier may take it (not for a baseline function's promotion).
     pub fn compile(
         &mut self,
         blocks: &[&Block],
         keep_ir: bool,
         native: bool,
         looped: bool,
+        allow_base: bool,
         ram_base: u64,
     ) -> Result<Compiled, String> {
-        let name = format!("blk{}", self.next);
+        let to_base = self.use_base
+            && allow_base
+            && native
+            && !looped
+            && blocks.len() == 1
+            && (self.promote_after == 0 || self.counters.available())
+            && base::covers(blocks[0]);
+        // The name shows in profiles (cranelift-jit writes `/tmp/perf-<pid>.map` for `perf
+        // report`): the tier, a serial number and the entry's guest RIP.
+        let kind = match (to_base, looped) {
+            (true, _) => "base",
+            (false, true) => "loop",
+            (false, false) => "blk",
+        };
+        let rip = blocks.first().map_or(0, |b| b.key().rip);
+        let name = format!("{kind}{}_{rip:x}", self.next);
         self.next += 1;
         let sig = self.sig.clone();
         let id = self
             .module()
             .declare_function(&name, Linkage::Local, &sig)
             .map_err(|e| e.to_string())?;
-        if self.use_base && native && !looped && blocks.len() == 1 && base::covers(blocks[0]) {
+        if to_base {
             return self.compile_base(id, blocks[0], keep_ir, ram_base);
         }
         self.ctx.clear();
@@ -511,6 +541,12 @@ impl Compiler {
         ram_base: u64,
     ) -> Result<Compiled, String> {
         let t0 = self.compile_log.as_ref().map(|_| std::time::Instant::now());
+        // (`compile` made sure a counter is left when one is needed.)
+        let counter = match self.promote_after {
+            0 => None,
+            _ if block.insns.len() < self.promote_min => None,
+            n => Some(self.counters.take(n).ok_or("no run counter left")?),
+        };
         let target = base::BaseTarget {
             chain_table: self.chain_table,
             links: self.next_links(),
@@ -520,6 +556,7 @@ impl Compiler {
             hop_link: self.helpers.hop_link,
             hop_dyn: self.helpers.hop_dyn,
             fold: self.helpers.fold,
+            counter,
         };
         let code = base::compile(block, &target)?;
         // The links the exits were given, before the function can run.
@@ -596,6 +633,7 @@ impl Compiler {
             self.helpers.hop_dyn,
         ) = make_hop(&mut module);
         self.links.clear();
+        self.counters.clear();
         self.module = Some(module);
         self.in_module = 0;
     }

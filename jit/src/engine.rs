@@ -53,6 +53,12 @@ pub struct JitConfig {
     /// Compile single blocks outside loops whose every instruction the baseline tier covers
     /// with it (`crate::base`: machine code without Cranelift) instead of Cranelift.
     pub baseline: bool,
+    /// Runs (entries into its code) after which a baseline function is compiled again by
+    /// Cranelift, whose code is faster for hot blocks; 0: never (see `ret::PROMOTE`).
+    pub promote: u32,
+    /// Baseline functions of fewer instructions are never promoted: for short blocks the
+    /// baseline code (no frame, no register loads at entry) is as fast as lifted code.
+    pub promote_min_insns: usize,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -81,7 +87,11 @@ impl Default for JitConfig {
             region_blocks: 12,
             region_insns: 512,
             dag_regions: false,
-            baseline: false,
+            // Measured (docs/jit.md, "Baseline tier"): callgrind, whole bench runs.
+            baseline: true,
+            // Measured (docs/jit.md, "Baseline tier"): callgrind, whole bench runs.
+            promote: 50_000,
+            promote_min_insns: 8,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -104,6 +114,9 @@ pub struct JitStats {
     pub dyn_folds: u64,
     /// Blocks compiled by the baseline tier (`crate::base`), of `compiled`.
     pub baseline: u64,
+    /// Baseline functions compiled again by Cranelift after `JitConfig::promote` runs (also
+    /// counted in `compiled`).
+    pub promoted: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
     pub compile_ns: u64,
     /// Machine-code bytes compiled.
@@ -202,9 +215,10 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} promoted={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
+            self.promoted,
             self.region_blocks,
             self.region_edges,
             self.member_entries,
@@ -233,6 +247,18 @@ enum Tier {
     Ready(BlockFn),
     /// Cranelift refused it: interpreted for good.
     Failed,
+}
+
+/// What [`Jit::compile_entry`] did.
+enum Compile {
+    /// Defined and queued for finalisation (the entry is `Tier::Pending`).
+    Done,
+    /// The module was full: the cache was flushed (the entry is gone).
+    Flushed,
+    /// The entry's code page was compiled too often ([`MAX_PAGE_COMPILES`]).
+    PageFull,
+    /// The compiler refused the region (the error is in the statistics).
+    Refused,
 }
 
 const FRONT_ENTRIES: usize = 1 << 14;
@@ -429,7 +455,9 @@ impl Jit {
     /// speed_and_size: one level for all regions; `<level>,<level>`: without and with a loop)
     /// and `LOCKSTEP_JIT_REGION` (most blocks per region; 1: single blocks) override
     /// `config.opt_level`/`loop_opt_level` and `config.region_blocks`, and `LOCKSTEP_JIT_DAG`
-    /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline` (host-side
+    /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline`, and
+    /// `LOCKSTEP_JIT_PROMOTE` (runs) and `LOCKSTEP_JIT_PROMOTE_MIN` (instructions)
+    /// `config.promote` and `config.promote_min_insns` (host-side
     /// tuning for measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
@@ -454,10 +482,22 @@ impl Jit {
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_BASE") {
             config.baseline = v == "1";
         }
+        if let Some(n) = std::env::var("LOCKSTEP_JIT_PROMOTE")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            config.promote = n;
+        }
+        if let Some(n) = std::env::var("LOCKSTEP_JIT_PROMOTE_MIN")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            config.promote_min_insns = n;
+        }
         let (opt_level, loop_opt_level) = (config.opt_level, config.loop_opt_level);
         let chain = ChainTable::default();
         let mut compiler = Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr());
-        compiler.set_baseline(config.baseline);
+        compiler.set_baseline(config.baseline, config.promote, config.promote_min_insns);
         Jit {
             config,
             entries: Vec::new(),
@@ -780,6 +820,9 @@ impl Jit {
                     interp_deferred(ctx)
                 } else if status == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
+                } else if status == ret::PROMOTE {
+                    self.tier_up(ctx);
+                    None
                 } else {
                     None
                 };
@@ -902,94 +945,127 @@ impl Jit {
                 self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
-            Tier::Cold if count >= threshold => {
-                if self.compiler.in_module >= self.config.max_compiled {
-                    self.flush();
-                    return; // The entry is gone; it is decoded again next time.
-                }
-                let n = self.page_compiles.entry(key.phys >> 12).or_insert(0);
-                if *n >= MAX_PAGE_COMPILES {
+            Tier::Cold if count >= threshold => match self.compile_entry(key, ram, true) {
+                Compile::Done | Compile::Flushed => {}
+                Compile::PageFull => {
                     self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                     self.stats.smc_pages_interpreted += 1;
-                    return;
                 }
-                *n += 1;
-                let region = self.region_of(key, ram);
-                let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
-                let looped = crate::region::is_loop(&blocks);
-                let t0 = Instant::now();
-                let compiled = self.compiler.compile(
-                    &blocks,
-                    self.config.keep_ir,
-                    self.config.native,
-                    looped,
-                    ram.bytes().as_ptr() as u64,
-                );
-                self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
-                let i = *self.index.get(key).expect("entry present") as usize;
-                let e = &mut self.entries[i];
-                match compiled {
-                    Ok(c) => {
-                        self.stats.compiled += 1;
-                        self.stats.code_bytes += c.code_bytes as u64;
-                        self.stats.native_insns += c.stats.native as u64;
-                        self.stats.helper_insns += c.stats.helper as u64;
-                        self.stats.region_blocks += c.stats.blocks as u64;
-                        self.stats.region_edges += c.stats.edges as u64;
-                        self.stats.dyn_folds += c.stats.dyn_folds as u64;
-                        self.stats.baseline += c.baseline as u64;
-                        e.tier = Tier::Pending(c.id);
-                        let extra = CompiledExtra {
-                            _region: region.iter().skip(1).cloned().collect(),
-                            ir: c.ir,
-                            code_len: c.code_bytes,
-                        };
-                        self.pending.push(*key);
-                        // The other members run inside this function from now on (once its
-                        // batch is finalised). A member entry (`Compiled::member_entries`)
-                        // still interpreted runs it too when entered from elsewhere: its
-                        // cache entry takes the function, which starts at that member. Any
-                        // other member still entered from elsewhere earns its own function
-                        // with another three quarters of the threshold, so the blocks of one
-                        // loop, all hot at the same moment, do not each compile the whole
-                        // loop again. (A quarter keeps it warm for regions.)
-                        for (m, blk) in region.iter().enumerate().skip(1) {
-                            let mk = blk.key();
-                            let Some(&mi) = self.index.get(&mk) else {
-                                continue;
-                            };
-                            let me = &mut self.entries[mi as usize];
-                            if !matches!(me.tier, Tier::Cold) {
-                                continue;
-                            }
-                            // (Member entries too: the region search takes switch targets
-                            // most-run first, and counts kept high crowded out other blocks:
-                            // bf's chained jumps 0.1 M → 5.1 M.)
-                            me.count = me.count.min(threshold / 4);
-                            if c.member_entries.contains(&m) && Arc::ptr_eq(&me.block, blk) {
-                                me.tier = Tier::Pending(c.id);
-                                self.pending.push(mk);
-                                self.stats.member_entries += 1;
-                                // It keeps the function's blocks alive as the first does.
-                                self.extras[mi as usize] = Some(Box::new(CompiledExtra {
-                                    _region: region.clone(),
-                                    ir: extra.ir.clone(),
-                                    code_len: 0,
-                                }));
-                            }
-                        }
-                        self.extras[i] = Some(Box::new(extra));
-                    }
-                    Err(msg) => {
-                        self.stats.compile_errors += 1;
-                        self.stats.last_error = Some(msg);
-                        e.tier = Tier::Failed;
-                    }
+                Compile::Refused => {
+                    self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 }
-                self.maybe_finalize(key);
-            }
+            },
             Tier::Pending(_) => self.maybe_finalize(key),
             _ => {}
+        }
+    }
+
+    /// Compile the entry `key` with the region around it (the baseline tier only when
+    /// `allow_base`) and queue it for the next finalised batch.
+    fn compile_entry(&mut self, key: &BlockKey, ram: &GuestRam, allow_base: bool) -> Compile {
+        let threshold = self.config.threshold;
+        if self.compiler.in_module >= self.config.max_compiled {
+            self.flush();
+            return Compile::Flushed; // The entry is gone; it is decoded again next time.
+        }
+        let n = self.page_compiles.entry(key.phys >> 12).or_insert(0);
+        if *n >= MAX_PAGE_COMPILES {
+            return Compile::PageFull;
+        }
+        *n += 1;
+        let region = self.region_of(key, ram);
+        let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
+        let looped = crate::region::is_loop(&blocks);
+        let t0 = Instant::now();
+        let compiled = self.compiler.compile(
+            &blocks,
+            self.config.keep_ir,
+            self.config.native,
+            looped,
+            allow_base,
+            ram.bytes().as_ptr() as u64,
+        );
+        self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
+        let i = *self.index.get(key).expect("entry present") as usize;
+        let e = &mut self.entries[i];
+        let outcome = match compiled {
+            Ok(c) => {
+                self.stats.compiled += 1;
+                self.stats.code_bytes += c.code_bytes as u64;
+                self.stats.native_insns += c.stats.native as u64;
+                self.stats.helper_insns += c.stats.helper as u64;
+                self.stats.region_blocks += c.stats.blocks as u64;
+                self.stats.region_edges += c.stats.edges as u64;
+                self.stats.dyn_folds += c.stats.dyn_folds as u64;
+                self.stats.baseline += c.baseline as u64;
+                e.tier = Tier::Pending(c.id);
+                let extra = CompiledExtra {
+                    _region: region.iter().skip(1).cloned().collect(),
+                    ir: c.ir,
+                    code_len: c.code_bytes,
+                };
+                self.pending.push(*key);
+                // The other members run inside this function from now on (once its
+                // batch is finalised). A member entry (`Compiled::member_entries`)
+                // still interpreted runs it too when entered from elsewhere: its
+                // cache entry takes the function, which starts at that member. Any
+                // other member still entered from elsewhere earns its own function
+                // with another three quarters of the threshold, so the blocks of one
+                // loop, all hot at the same moment, do not each compile the whole
+                // loop again. (A quarter keeps it warm for regions.)
+                for (m, blk) in region.iter().enumerate().skip(1) {
+                    let mk = blk.key();
+                    let Some(&mi) = self.index.get(&mk) else {
+                        continue;
+                    };
+                    let me = &mut self.entries[mi as usize];
+                    if !matches!(me.tier, Tier::Cold) {
+                        continue;
+                    }
+                    // (Member entries too: the region search takes switch targets
+                    // most-run first, and counts kept high crowded out other blocks:
+                    // bf's chained jumps 0.1 M → 5.1 M.)
+                    me.count = me.count.min(threshold / 4);
+                    if c.member_entries.contains(&m) && Arc::ptr_eq(&me.block, blk) {
+                        me.tier = Tier::Pending(c.id);
+                        self.pending.push(mk);
+                        self.stats.member_entries += 1;
+                        // It keeps the function's blocks alive as the first does.
+                        self.extras[mi as usize] = Some(Box::new(CompiledExtra {
+                            _region: region.clone(),
+                            ir: extra.ir.clone(),
+                            code_len: 0,
+                        }));
+                    }
+                }
+                self.extras[i] = Some(Box::new(extra));
+                Compile::Done
+            }
+            Err(msg) => {
+                self.stats.compile_errors += 1;
+                self.stats.last_error = Some(msg);
+                Compile::Refused
+            }
+        };
+        self.maybe_finalize(key);
+        outcome
+    }
+
+    /// A baseline function at `ctx`'s RIP ran out of its run counter ([`ret::PROMOTE`]): its
+    /// block is compiled again by Cranelift (the baseline function keeps running until the
+    /// new one is finalised, and stays if Cranelift refuses the block).
+    fn tier_up(&mut self, ctx: &mut Ctx) {
+        let Ok((key, _)) = ctx.block_key() else {
+            return;
+        };
+        let Some(&i) = self.index.get(&key) else {
+            return;
+        };
+        if !matches!(self.entries[i as usize].tier, Tier::Ready(_)) {
+            return;
+        }
+        if let Compile::Done = self.compile_entry(&key, ctx.ram, false) {
+            self.stats.promoted += 1;
         }
     }
 

@@ -26,6 +26,10 @@ pub mod ret {
     /// The block ended (or was left early); RIP and `retired` are exact (after [`apply`]),
     /// keep dispatching.
     pub const DISPATCH: u64 = 2;
+    /// A baseline function left at its entry, before its first instruction (RIP and
+    /// `retired` exact, as for [`DISPATCH`]), because its run counter ran out: the dispatcher
+    /// compiles its block again with Cranelift (see `crate::base::RunCounters`).
+    pub const PROMOTE: u64 = 3;
     /// The status bits of an exit word.
     pub const STATUS: u64 = 0xf;
     pub const DEFER: u64 = 1 << 4;

@@ -144,14 +144,25 @@ impl FuzzMachine {
     }
 }
 
-/// The JIT settings byte: bits 0-1 threshold, bit 2 trampoline only, bit 3 no chaining.
+/// The JIT settings byte: bits 0-1 threshold, bit 2 trampoline only, bit 3 no chaining,
+/// bits 4-5 batch size, bit 6 the baseline tier the other way from the default, bit 7
+/// baseline functions of any length promoted to Cranelift after 2 runs (instead of the
+/// default's counts).
 pub fn jit_config(cfg: u8) -> JitConfig {
+    let d = JitConfig::default();
     JitConfig {
         threshold: (cfg & 3) as u32,
         batch: 1 + (cfg >> 4 & 3) as usize,
         native: cfg & 4 == 0,
         chain: cfg & 8 == 0,
-        ..JitConfig::default()
+        baseline: d.baseline != (cfg & 0x40 != 0),
+        promote: if cfg & 0x80 != 0 { 2 } else { d.promote },
+        promote_min_insns: if cfg & 0x80 != 0 {
+            0
+        } else {
+            d.promote_min_insns
+        },
+        ..d
     }
 }
 

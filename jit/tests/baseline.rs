@@ -79,10 +79,25 @@ fn calls_flags_and_stack_match_the_interpreter() {
         a.mov(r13, qword_ptr(rbx))?;
         a.hlt()
     });
-    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
-    assert!(ran_to_hlt(&exit), "{exit:?}");
-    assert!(jit.stats.baseline > 0, "no block went to the baseline tier");
-    assert!(m.gpr(reg::R13) != 0);
+    // Never promoted, and promoted to Cranelift after 7 runs (each promotion leaves a
+    // baseline function at its entry, mid-loop).
+    for promote in [0, 7] {
+        let config = JitConfig {
+            promote,
+            promote_min_insns: 0,
+            ..baseline()
+        };
+        let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert!(jit.stats.baseline > 0, "no block went to the baseline tier");
+        assert_eq!(
+            jit.stats.promoted > 0,
+            promote > 0,
+            "{}",
+            jit.stats.summary()
+        );
+        assert!(m.gpr(reg::R13) != 0);
+    }
 }
 
 /// A baseline block whose load misses the TLB (an address outside RAM) after a flag
@@ -171,13 +186,95 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
         a.pop(rdx)?;
         a.hlt()
     });
-    let config = JitConfig {
-        region_blocks: 1,
-        ..baseline()
-    };
-    let (_, jit, exit) = compare(&code, &slices(), config, &|_| {});
-    assert!(ran_to_hlt(&exit), "{exit:?}");
-    assert!(jit.stats.baseline >= 3, "{}", jit.stats.baseline);
+    // Also with promotions after 7 runs: a baseline function leaving at its entry for its
+    // promotion leaves the incoming record to the dispatcher.
+    for promote in [0, 7] {
+        let config = JitConfig {
+            region_blocks: 1,
+            promote,
+            promote_min_insns: 0,
+            ..baseline()
+        };
+        let (_, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert!(jit.stats.baseline >= 3, "{}", jit.stats.baseline);
+        assert_eq!(
+            jit.stats.promoted >= 3,
+            promote > 0,
+            "{}",
+            jit.stats.summary()
+        );
+    }
+}
+
+/// Accesses that reuse the last access's TLB hit (same base register, PUSH/POP and
+/// `add/sub rsp` followed) must leave for the interpreter when they reach another page: POPs
+/// walking up off the end of RAM, and loads walking down from a user page into the
+/// supervisor-only first 2 MiB, fault exactly where the interpreter faults. The loop runs the
+/// block on safe addresses first (so it is compiled), then on the crossing ones. Checked:
+/// without the same-page test the JIT reads past the boundary and the test fails.
+#[test]
+fn reused_tlb_hits_stop_at_page_boundaries() {
+    // (The one before last runs in the same page without crossing: the crossing run's first
+    // access must hit the TLB for its successors to reuse the hit.)
+    for (up, warm, last) in [
+        (true, TEST_RAM - 64, TEST_RAM - 16),
+        (false, 0x20_0040, 0x20_0004),
+    ] {
+        let code = TestMachine::assemble(|a| {
+            let mut top = a.create_label();
+            let mut skip = a.create_label();
+            let mut skip2 = a.create_label();
+            let mut blk = a.create_label();
+            let mut back = a.create_label();
+            a.mov(r15, DATA_BASE + 0x1000)?;
+            a.mov(ecx, 12)?;
+            a.set_label(&mut top)?;
+            a.cmp(ecx, 1)?;
+            a.jne(skip)?;
+            a.mov(r15, last)?;
+            a.set_label(&mut skip)?;
+            a.cmp(ecx, 2)?;
+            a.jne(skip2)?;
+            a.mov(r15, warm)?;
+            a.set_label(&mut skip2)?;
+            a.jmp(blk)?;
+            a.set_label(&mut blk)?;
+            if up {
+                a.mov(rsp, r15)?;
+                a.pop(rax)?;
+                a.add(rsp, 0)?;
+                a.pop(rbx)?;
+                a.pop(rdx)?;
+                a.sub(rsp, 16)?;
+                a.pop(rsi)?;
+            } else {
+                a.mov(rbx, r15)?;
+                a.mov(eax, dword_ptr(rbx + 8))?;
+                a.add(edx, dword_ptr(rbx))?;
+                a.mov(esi, dword_ptr(rbx - 8))?;
+            }
+            a.jmp(back)?;
+            a.set_label(&mut back)?;
+            a.dec(ecx)?;
+            a.jne(top)?;
+            a.hlt()
+        });
+        let config = JitConfig {
+            region_blocks: 1,
+            ..baseline()
+        };
+        let (_, jit, exit) = compare(&code, &[1 << 20], config, &|_| {});
+        assert!(
+            matches!(
+                exit.reason,
+                ExitReason::Exception(lockstep_interp::Fault::PageFault { .. })
+            ),
+            "up {up}: {exit:?}"
+        );
+        assert!(jit.stats.baseline >= 1, "{}", jit.stats.summary());
+        assert!(jit.stats.accesses_deferred >= 1, "{}", jit.stats.summary());
+    }
 }
 
 /// Every condition code after every flag producer the tier covers, with operands at the

@@ -5,6 +5,10 @@
 //! Host registers: RDI the `CpuState`, RSI the frame (both live for the whole function);
 //! RAX and RDX an instruction's operands, R8 a linear address, R9 the host address a probe
 //! found, R10 captured host flags awaiting their merge, RCX and R11 scratch.
+//!
+//! Captured flags stay in R10 across memory accesses (addressing and probes leave R10 alone):
+//! a deferring exit merges them on its cold path, and a later instruction that writes every
+//! status flag replaces them without a merge on the main path.
 
 use super::BaseTarget;
 use crate::chain;
@@ -20,6 +24,20 @@ pub const CF: u32 = flags::CF as u32;
 
 /// A piece of cold code, assembled after the main path.
 type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
+
+/// The last memory access whose linear and host addresses R8 and R9 still hold: R8 is guest
+/// register `g`'s current value plus `off`; it went through the write table or the read one.
+#[derive(Clone, Copy, Debug)]
+struct Last {
+    g: usize,
+    off: i64,
+    write: bool,
+}
+
+/// Largest distance from the last access that an access takes without a TLB probe (as
+/// `lift::group::PROBE_DELTA`: one in another page leaves for the interpreter, so a far one
+/// probes).
+const REUSE_DELTA: i64 = 512;
 
 /// What the host's flags hold at the current point of the main path.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -37,6 +55,7 @@ pub struct Emit {
     cold: Vec<Cold>,
     pub ram_base: u64,
     pub fold: u64,
+    pub counter: Option<u64>,
     chain_table: u64,
     links: (u64, usize),
     dyn_links: bool,
@@ -58,6 +77,8 @@ pub struct Emit {
     /// flags replaced).
     pending: Option<(u32, u32)>,
     pub host: HostFlags,
+    /// The last access, while R8 and R9 still hold its linear and host address.
+    last: Option<Last>,
     /// The frame may still hold an incoming flag record that the next full flag write must
     /// drop (`Frame::fl_code` set to 0).
     pub record_live: bool,
@@ -70,6 +91,7 @@ impl Emit {
             cold: Vec::new(),
             ram_base: t.ram_base,
             fold: t.fold,
+            counter: t.counter,
             chain_table: t.chain_table,
             links: t.links,
             dyn_links: t.dyn_links,
@@ -86,6 +108,7 @@ impl Emit {
             pending: None,
             host: HostFlags::Stale,
             record_live: false,
+            last: None,
         })
     }
 
@@ -149,18 +172,19 @@ impl Emit {
         let Some((set, clear)) = self.pending.take() else {
             return Ok(());
         };
-        self.a.and(r10d, set)?;
-        self.a.mov(r11, qword_ptr(rdi + OFF_RFLAGS))?;
-        self.a.and(r11, !(clear as i32))?;
-        self.a.or(r11, r10)?;
-        self.a.mov(qword_ptr(rdi + OFF_RFLAGS), r11)?;
-        if self.record_live && clear == STATUS {
-            // Every status flag is this block's now: the incoming record is dead.
-            self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), 0)?;
+        merge(&mut self.a, set, clear, self.record_live)?;
+        if clear == STATUS {
             self.record_live = false;
         }
         self.host = HostFlags::Stale;
         Ok(())
+    }
+
+    /// Before an instruction that writes every status flag: captured flags not yet merged
+    /// are replaced by its own, so they are dropped (deferring exits before it merged them on
+    /// their cold paths).
+    pub fn replace_pending(&mut self) {
+        self.pending = None;
     }
 
     /// The flag state at a branch, for the code of its other side ([`Emit::restore`]).
@@ -173,12 +197,27 @@ impl Emit {
     }
 
     /// Make the host's flags hold the guest's for a condition (reading CF if `carry`): as
-    /// they are after the last flag-writing instruction, else reloaded from RFLAGS.
+    /// they are after the last flag-writing instruction, else restored from the capture
+    /// awaiting its merge when it has every flag the condition reads, else reloaded from
+    /// RFLAGS.
     pub fn flags_for(&mut self, carry: bool) -> Result<(), IcedError> {
         match self.host {
             HostFlags::Guest => return Ok(()),
             HostFlags::GuestButCarry if !carry => return Ok(()),
             _ => {}
+        }
+        if let Some((set, _)) = self.pending {
+            if set & CF != 0 || !carry {
+                // The host's own flags as captured (the rest of RFLAGS as the host had it).
+                self.a.push(r10)?;
+                self.a.popfq()?;
+                self.host = if set & CF != 0 {
+                    HostFlags::Guest
+                } else {
+                    HostFlags::GuestButCarry
+                };
+                return Ok(());
+            }
         }
         self.flush()?;
         self.a.mov(rax, qword_ptr(rdi + OFF_RFLAGS))?;
@@ -189,32 +228,112 @@ impl Emit {
         Ok(())
     }
 
-    /// Code that follows clobbers the host's flags.
-    pub fn clobber(&mut self) -> Result<(), IcedError> {
-        self.flush()?;
-        self.host = HostFlags::Stale;
-        Ok(())
+    /// Guest register `g` got a new value.
+    pub fn reg_written(&mut self, g: usize) {
+        if self.last.is_some_and(|l| l.g == g) {
+            self.last = None;
+        }
+    }
+
+    /// Guest register `g` moved by `delta` (PUSH, POP, `add/sub rsp, imm`).
+    pub fn reg_moved(&mut self, g: usize, delta: i64) {
+        if let Some(l) = &mut self.last {
+            if l.g == g {
+                l.off = l.off.wrapping_sub(delta);
+            }
+        }
+    }
+
+    /// R8 now holds something else than the last access's address.
+    pub fn forget_access(&mut self) {
+        self.last = None;
     }
 
     // ----- memory -----
 
+    /// An access of `size` bytes at guest register `g` plus `disp` (no segment base) through
+    /// the read or the `write` table: the linear address into R8 and the host address into
+    /// R9, or the deferring exit. When the last access went through the same table at the
+    /// same register, less than [`REUSE_DELTA`] bytes away, its TLB hit serves this one if
+    /// it is in the same page (nothing on the main path fills or drops TLB entries: a miss
+    /// leaves the block; see `lift::group`); in another page the access defers. Clobbers
+    /// RCX, R11 and the flags.
+    pub fn access_at(
+        &mut self,
+        g: usize,
+        disp: i64,
+        write: bool,
+        size: u32,
+    ) -> Result<(), IcedError> {
+        self.host = HostFlags::Stale;
+        if let Some(l) = self.last.filter(|l| l.g == g && l.write == write) {
+            let delta = disp.wrapping_sub(l.off);
+            if delta.abs() < REUSE_DELTA {
+                let last = 4096 - size as i64;
+                // The last access's page offset plus `delta` must stay in [0, last].
+                self.a.mov(ecx, r8d)?;
+                self.a.and(ecx, 0xfff)?;
+                if delta >= 0 {
+                    self.a.cmp(ecx, (last - delta) as i32)?;
+                } else {
+                    self.a.add(rcx, delta as i32)?;
+                    self.a.cmp(rcx, last as i32)?;
+                }
+                let defer = self.defer_label()?;
+                self.a.ja(defer)?;
+                if delta != 0 {
+                    self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
+                    self.a.lea(r9, qword_ptr(r9 + delta as i32))?;
+                }
+                self.last = Some(Last {
+                    g,
+                    off: disp,
+                    write,
+                });
+                return Ok(());
+            }
+        }
+        self.load_reg(r8, g)?;
+        if disp != 0 {
+            self.a.lea(r8, qword_ptr(r8 + disp as i32))?;
+        }
+        self.probe(write, size)?;
+        self.last = Some(Last {
+            g,
+            off: disp,
+            write,
+        });
+        Ok(())
+    }
+
     /// The linear address of `ins`'s memory operand into R8 (64-bit addressing; an FS or GS
-    /// segment prefix adds its base: LEA clears the prefix first). Clobbers R11 and the
-    /// flags.
+    /// segment prefix adds its base). Clobbers R11 and the flags (captured flags stay in
+    /// R10).
     pub fn addr(&mut self, ins: &iced_x86::Instruction) -> Result<(), IcedError> {
+        self.last = None;
+        self.addr_into(ins, r8)
+    }
+
+    /// [`Emit::addr`] into `dst` (RCX for LEA, which clears the segment prefix first and
+    /// leaves R8 and R9 to the last access).
+    pub fn addr_into(
+        &mut self,
+        ins: &iced_x86::Instruction,
+        dst: AsmRegister64,
+    ) -> Result<(), IcedError> {
         use iced_x86::Register;
         use lockstep_interp::operand::gpr_ref;
-        self.clobber()?;
+        self.host = HostFlags::Stale;
         let disp = ins.memory_displacement64() as i64;
         let base = ins.memory_base();
         let index = ins.memory_index();
         if base == Register::RIP || base == Register::None {
-            self.a.mov(r8, disp as u64)?;
+            self.a.mov(dst, disp as u64)?;
         } else {
             let g = gpr_ref(base).map(|g| g.index).unwrap_or(0);
-            self.load_reg(r8, g)?;
+            self.load_reg(dst, g)?;
             if index == Register::None && disp != 0 {
-                self.a.lea(r8, qword_ptr(r8 + disp as i32))?;
+                self.a.lea(dst, qword_ptr(dst + disp as i32))?;
             }
         }
         if index != Register::None {
@@ -226,15 +345,15 @@ impl Emit {
             } else {
                 disp as i32
             };
-            self.a.lea(r8, qword_ptr(r8 + r11 * scale + d))?;
+            self.a.lea(dst, qword_ptr(dst + r11 * scale + d))?;
         }
         match ins.memory_segment() {
             Register::FS => self
                 .a
-                .add(r8, qword_ptr(rdi + crate::frame::seg_base_off(4)))?,
+                .add(dst, qword_ptr(rdi + crate::frame::seg_base_off(4)))?,
             Register::GS => self
                 .a
-                .add(r8, qword_ptr(rdi + crate::frame::seg_base_off(5)))?,
+                .add(dst, qword_ptr(rdi + crate::frame::seg_base_off(5)))?,
             _ => {}
         }
         Ok(())
@@ -242,9 +361,9 @@ impl Emit {
 
     /// The TLB probe for `size` bytes at the linear address in R8 through the read or the
     /// `write` table: the host address into R9, or (a miss, a page crossing) the deferring
-    /// exit. Clobbers R10, R11 and the flags; keeps R8.
+    /// exit. Clobbers RCX, R11 and the flags; keeps R8 (and R10, captured flags).
     pub fn probe(&mut self, write: bool, size: u32) -> Result<(), IcedError> {
-        self.clobber()?;
+        self.host = HostFlags::Stale;
         let table = if write {
             Frame::OFF_TLB_WRITE
         } else {
@@ -252,11 +371,11 @@ impl Emit {
         };
         let shift = 12 - TLB_ENTRY_BYTES.trailing_zeros();
         self.a.mov(r9, qword_ptr(rsi + table))?;
-        self.a.mov(r10, r8)?;
-        self.a.shr(r10, shift)?;
+        self.a.mov(rcx, r8)?;
+        self.a.shr(rcx, shift)?;
         self.a
-            .and(r10d, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as u32)?;
-        self.a.add(r9, r10)?;
+            .and(ecx, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as u32)?;
+        self.a.add(r9, rcx)?;
         self.a.lea(r11, qword_ptr(r8 + (size as i32 - 1)))?;
         self.a.shr(r11, 12)?;
         self.a.cmp(qword_ptr(r9), r11)?;
@@ -267,14 +386,17 @@ impl Emit {
     }
 
     /// A cold exit that leaves before the current instruction with `STOP | DEFER` (the
-    /// interpreter runs it): registers and RFLAGS are in memory, RIP and the count are in the
-    /// exit word. Must be jumped to with no merge pending.
+    /// interpreter runs it): registers are in memory, captured flags awaiting their merge
+    /// (in R10) are merged into RFLAGS there, RIP and the count are in the exit word.
     pub fn defer_label(&mut self) -> Result<CodeLabel, IcedError> {
-        debug_assert!(self.pending.is_none());
         let mut l = self.a.create_label();
         let (ip, k) = (self.ip, self.k);
+        let (pending, record_live) = (self.pending, self.record_live);
         self.later(move |a| {
             a.set_label(&mut l)?;
+            if let Some((set, clear)) = pending {
+                merge(a, set, clear, record_live)?;
+            }
             exit_word(a, ret::STOP | ret::DEFER, ip, k)
         });
         Ok(l)
@@ -357,9 +479,30 @@ impl Emit {
     }
 }
 
+/// Merge the flags captured in R10 into RFLAGS: `set` taken from them, the rest of `clear`
+/// cleared; when they replace every status flag and an incoming flag record may still be in
+/// the frame (`record_live`), the record is dropped. Clobbers R10, R11 and the host's flags.
+fn merge(a: &mut CodeAssembler, set: u32, clear: u32, record_live: bool) -> Result<(), IcedError> {
+    a.and(r10d, set)?;
+    a.mov(r11, qword_ptr(rdi + OFF_RFLAGS))?;
+    a.and(r11, !(clear as i32))?;
+    a.or(r11, r10)?;
+    a.mov(qword_ptr(rdi + OFF_RFLAGS), r11)?;
+    if record_live && clear == STATUS {
+        // Every status flag is this block's now: the incoming record is dead.
+        a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), 0)?;
+    }
+    Ok(())
+}
+
 /// Return the exit word for `status` that sets RIP to `ip` and adds `k` to the count (stored
 /// first when it does not fit a packed word).
-fn exit_word(a: &mut CodeAssembler, status: u64, ip: u64, k: u64) -> Result<(), IcedError> {
+pub(super) fn exit_word(
+    a: &mut CodeAssembler,
+    status: u64,
+    ip: u64,
+    k: u64,
+) -> Result<(), IcedError> {
     match ret::pack(status, ip, k) {
         Some(w) => a.mov(rax, w)?,
         None => {

@@ -195,12 +195,13 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         }
         Code::Pop_r64 => {
             let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
-            e.load_reg(r8, reg::RSP)?;
-            e.probe(false, 8)?;
+            e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rax, qword_ptr(r9))?;
-            e.a.lea(r8, qword_ptr(r8 + 8))?;
-            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
+            e.a.lea(r11, qword_ptr(r8 + 8))?;
+            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
+            e.reg_moved(reg::RSP, 8);
             e.a.mov(qword_ptr(rdi + gpr_off(g)), rax)?;
+            e.reg_written(g);
         }
         Code::Call_rel32_64 => {
             let ret_ip = e.next_ip;
@@ -209,8 +210,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         }
         Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => e.exit_const(ins.near_branch_target())?,
         Code::Retnq => {
-            e.load_reg(r8, reg::RSP)?;
-            e.probe(false, 8)?;
+            e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rcx, qword_ptr(r9))?;
             // A non-canonical target: the interpreter runs the RET and raises #GP.
             e.a.mov(rax, rcx)?;
@@ -221,6 +221,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.a.jne(defer)?;
             e.a.lea(r8, qword_ptr(r8 + 8))?;
             e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
+            e.forget_access();
             e.exit_dyn()?;
         }
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
@@ -239,12 +240,12 @@ fn push(
     e: &mut Emit,
     value: impl FnOnce(&mut Emit) -> Result<(), IcedError>,
 ) -> Result<(), IcedError> {
-    e.load_reg(r8, reg::RSP)?;
-    e.a.lea(r8, qword_ptr(r8 - 8))?;
-    e.probe(true, 8)?;
+    e.access_at(reg::RSP, -8, true, 8)?;
     value(e)?;
     e.a.mov(qword_ptr(r9), rax)?;
-    e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)
+    e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
+    e.reg_moved(reg::RSP, -8);
+    Ok(())
 }
 
 /// Does the condition read CF?
@@ -289,20 +290,22 @@ fn jump_if(a: &mut CodeAssembler, c: ConditionCode, l: CodeLabel) -> Result<(), 
     }
 }
 
-/// LEA: the effective address (no segment base), truncated to the destination's size.
+/// LEA: the effective address (no segment base), truncated to the destination's size;
+/// computed in RCX, so that R8 and R9 stay the last access's.
 fn lea(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
     let mut m = *ins;
     m.set_segment_prefix(Register::None);
-    e.addr(&m)?;
+    e.addr_into(&m, rcx)?;
     let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
+    e.reg_written(g);
     let slot = rdi + gpr_off(g);
     match gpr_ref(ins.op0_register()).map_or(8, |g| g.size) {
-        2 => e.a.mov(word_ptr(slot), r8w),
+        2 => e.a.mov(word_ptr(slot), cx),
         4 => {
-            e.a.mov(r8d, r8d)?;
-            e.a.mov(qword_ptr(slot), r8)
+            e.a.mov(ecx, ecx)?;
+            e.a.mov(qword_ptr(slot), rcx)
         }
-        _ => e.a.mov(qword_ptr(slot), r8),
+        _ => e.a.mov(qword_ptr(slot), rcx),
     }
 }
 
@@ -336,8 +339,13 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         if ins.op_kind(op) == OpKind::Memory {
             let write = op == 0 && writes0;
             let size = ins.memory_size().size() as u32;
-            e.addr(ins)?;
-            e.probe(write, size)?;
+            match simple_base(ins) {
+                Some(g) => e.access_at(g, ins.memory_displacement64() as i64, write, size)?,
+                None => {
+                    e.addr(ins)?;
+                    e.probe(write, size)?;
+                }
+            }
             h.set_memory_base(Register::R9);
             h.set_memory_index(Register::None);
             h.set_memory_index_scale(1);
@@ -346,11 +354,13 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             h.set_segment_prefix(Register::None);
         }
     }
-    if reads_condition(ins) {
-        e.flags_for(reads_carry(ins.condition_code()))?;
-    } else if masks.is_some() {
+    match masks {
+        _ if reads_condition(ins) => e.flags_for(reads_carry(ins.condition_code()))?,
+        // Every status flag replaced: an earlier capture is dropped unmerged.
+        Some((_, clear)) if clear == STATUS => e.replace_pending(),
         // The merge of an earlier capture goes first (it clobbers the host's flags).
-        e.flush()?;
+        Some(_) => e.flush()?,
+        None => {}
     }
     let mut dest = None;
     for op in 0..ins.op_count() {
@@ -375,6 +385,39 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     if let Some((g, size)) = dest {
         e.store_reg(g, rax, size)?;
+        match rsp_step(ins) {
+            Some(d) => e.reg_moved(g, d),
+            None => e.reg_written(g),
+        }
     }
     Ok(())
+}
+
+/// The base register of a memory operand addressed as base plus displacement only (no
+/// index, no FS/GS base), for [`Emit::access_at`].
+fn simple_base(ins: &Instruction) -> Option<usize> {
+    let base = ins.memory_base();
+    let plain = ins.memory_index() == Register::None
+        && !matches!(ins.memory_segment(), Register::FS | Register::GS)
+        && base != Register::RIP
+        && base != Register::None;
+    plain
+        .then(|| gpr_ref(base).filter(|g| g.size == 8).map(|g| g.index))
+        .flatten()
+}
+
+/// `add rsp, imm` / `sub rsp, imm`: how far RSP moves.
+fn rsp_step(ins: &Instruction) -> Option<i64> {
+    let imm = matches!(
+        ins.op1_kind(),
+        OpKind::Immediate8to64 | OpKind::Immediate32to64
+    );
+    if ins.op0_register() != Register::RSP || !imm {
+        return None;
+    }
+    match ins.mnemonic() {
+        Mnemonic::Add => Some(ins.immediate64() as i64),
+        Mnemonic::Sub => Some((ins.immediate64() as i64).wrapping_neg()),
+        _ => None,
+    }
 }

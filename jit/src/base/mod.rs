@@ -15,7 +15,12 @@
 //! - a memory access that misses the TLB's fast path leaves before its instruction with
 //!   `ret::STOP | ret::DEFER` (the interpreter runs it), as lifted code does;
 //! - chained exits tail-call the module's hop stubs with `(state, frame, entered, target,
-//!   link or set, retired)`.
+//!   link or set, retired)`;
+//! - with a run counter ([`RunCounters`]), each entry counts down, and the entry that
+//!   reaches zero leaves before the first instruction with [`ret::PROMOTE`]: the dispatcher
+//!   compiles the block again with Cranelift, whose code runs hot blocks faster (guest
+//!   registers in host registers, lazy flags). The baseline tier takes the many blocks that
+//!   run a few thousand times, Cranelift the few that run millions of times.
 
 mod emit;
 pub mod insn;
@@ -37,6 +42,49 @@ pub struct BaseTarget {
     pub hop_link: u64,
     pub hop_dyn: u64,
     pub fold: u64,
+    /// The run counter the entry counts down (`None`: the block is never promoted).
+    pub counter: Option<u64>,
+}
+
+/// The baseline functions' run counters: one `u32` per function, counted down by its entry
+/// (see [`ret::PROMOTE`]). Boxed, so that the addresses compiled code holds never move;
+/// bounded ([`RunCounters::LEN`]); handed out in order and all taken back with the module.
+pub struct RunCounters {
+    counts: Box<[u32]>,
+    used: usize,
+}
+
+impl Default for RunCounters {
+    fn default() -> Self {
+        RunCounters {
+            counts: vec![0; Self::LEN].into_boxed_slice(),
+            used: 0,
+        }
+    }
+}
+
+impl RunCounters {
+    /// Counters per module (as many as `JitConfig::max_compiled`'s default).
+    pub const LEN: usize = 1 << 16;
+
+    /// A counter set to `runs`, its address; `None` when every counter is taken.
+    pub fn take(&mut self, runs: u32) -> Option<u64> {
+        let c = self.counts.get_mut(self.used)?;
+        *c = runs;
+        self.used += 1;
+        Some(c as *mut u32 as u64)
+    }
+
+    /// Whether [`Self::take`] would find one.
+    pub fn available(&self) -> bool {
+        self.used < self.counts.len()
+    }
+
+    /// Take every counter back (the module that used them is gone).
+    pub fn clear(&mut self) {
+        self.counts[..self.used].fill(0);
+        self.used = 0;
+    }
 }
 
 /// A compiled baseline block: its machine code (position-independent: every address in it
@@ -110,6 +158,19 @@ fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
     e.a.mov(eax, ret::DISPATCH as u32)?;
     e.a.ret()?;
     e.a.set_label(&mut body)?;
+    if let Some(counter) = e.counter {
+        // The run counter; at zero, back to the dispatcher before anything is done (the
+        // incoming flag record, if any, is still in the frame: the dispatcher folds it).
+        let mut promote = e.a.create_label();
+        e.a.mov(rax, counter)?;
+        e.a.sub(dword_ptr(rax), 1)?;
+        e.a.je(promote)?;
+        let rip = block.key().rip;
+        e.later(move |a| {
+            a.set_label(&mut promote)?;
+            emit::exit_word(a, ret::PROMOTE, rip, 0)
+        });
+    }
     match insn::first_flag_use(&block.insns) {
         insn::FlagUse::Read => fold_incoming(e)?,
         insn::FlagUse::None | insn::FlagUse::Overwrite => e.record_live = true,
