@@ -783,6 +783,7 @@ impl Jit {
                         .min(ctx.cpu.retired.saturating_add(VERIFY_REGION_SPAN));
                 }
                 let enter = self.compiler.enter();
+                let before = ctx.cpu.retired;
                 // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive (blocks
                 // reached by chained jumps likewise: a chain entry is only followed while the
                 // epochs say its block is the valid cache entry for its RIP, and the table is
@@ -821,7 +822,18 @@ impl Jit {
                 } else if status == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
                 } else if status == ret::PROMOTE {
+                    // Left before its first instruction when nothing retired (a chained
+                    // function's promotion comes after a whole block): the block runs in the
+                    // interpreter now, so that every dispatch makes progress (`Verify`
+                    // compares after each one).
+                    let block =
+                        (ctx.cpu.retired == before).then(|| self.entries[idx].block.clone());
                     self.tier_up(ctx);
+                    if let Some(block) = block {
+                        self.stats.interp_runs += 1;
+                        let stop = interp_block(ctx, &block.insns);
+                        return self.done(Some(key), false, stop);
+                    }
                     None
                 } else {
                     None

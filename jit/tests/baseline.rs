@@ -12,7 +12,7 @@ use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE, TEST_RAM};
 use lockstep_interp::ExitReason;
-use lockstep_jit::JitConfig;
+use lockstep_jit::{JitConfig, Verify};
 
 /// The programs end in HLT, which at the test machine's CPL 3 raises #GP(0).
 fn ran_to_hlt(exit: &lockstep_interp::Exit) -> bool {
@@ -34,12 +34,9 @@ fn slices() -> Vec<u64> {
     v
 }
 
-/// Calls, returns, pushes and pops around arithmetic whose flags decide branches, with
-/// CMOVcc/SETcc reading flags both right after their producer and in a later block; the
-/// loop itself is a Cranelift region, the callee's blocks baseline blocks.
-#[test]
-fn calls_flags_and_stack_match_the_interpreter() {
-    let code = TestMachine::assemble(|a| {
+/// The program of [`calls_flags_and_stack_match_the_interpreter`].
+fn calls_program() -> Vec<u8> {
+    TestMachine::assemble(|a| {
         let mut top = a.create_label();
         let mut f = a.create_label();
         let mut skip = a.create_label();
@@ -78,7 +75,15 @@ fn calls_flags_and_stack_match_the_interpreter() {
         a.set_label(&mut done)?;
         a.mov(r13, qword_ptr(rbx))?;
         a.hlt()
-    });
+    })
+}
+
+/// Calls, returns, pushes and pops around arithmetic whose flags decide branches, with
+/// CMOVcc/SETcc reading flags both right after their producer and in a later block; the
+/// loop itself is a Cranelift region, the callee's blocks baseline blocks.
+#[test]
+fn calls_flags_and_stack_match_the_interpreter() {
+    let code = calls_program();
     // Never promoted, and promoted to Cranelift after 7 runs (each promotion leaves a
     // baseline function at its entry, mid-loop).
     for promote in [0, 7] {
@@ -98,6 +103,24 @@ fn calls_flags_and_stack_match_the_interpreter() {
         );
         assert!(m.gpr(reg::R13) != 0);
     }
+}
+
+/// `Verify` compares after every dispatch: a baseline function that leaves at its entry for
+/// its promotion must still make progress in that dispatch (its block then runs in the
+/// interpreter). Without that, `Verify` reported "the JIT made no progress".
+#[test]
+fn promotions_verify_clean() {
+    let mut m = common::machine(&calls_program(), &|_| {});
+    let mut v = Verify::new(JitConfig {
+        promote: 7,
+        promote_min_insns: 0,
+        ..baseline()
+    });
+    let e = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(ran_to_hlt(&e), "{e:?}");
+    assert!(v.jit.stats.promoted > 0, "{}", v.jit.stats.summary());
 }
 
 /// A baseline block whose load misses the TLB (an address outside RAM) after a flag
