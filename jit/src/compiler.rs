@@ -382,12 +382,19 @@ impl Compiler {
         allow_base: bool,
         ram_base: u64,
     ) -> Result<Compiled, String> {
+        // A baseline function of at least `promote_min` instructions counts its runs (and
+        // needs a counter for it: without one left, Cranelift takes the block).
+        let promote = (self.promote_after > 0
+            && blocks
+                .first()
+                .is_some_and(|b| b.insns.len() >= self.promote_min))
+        .then_some(self.promote_after);
         let to_base = self.use_base
             && allow_base
             && native
             && !looped
             && blocks.len() == 1
-            && (self.promote_after == 0 || self.counters.available())
+            && (promote.is_none() || self.counters.available())
             && base::covers(blocks[0]);
         // The name shows in profiles (cranelift-jit writes `/tmp/perf-<pid>.map` for `perf
         // report`): the tier, a serial number and the entry's guest RIP.
@@ -405,7 +412,8 @@ impl Compiler {
             .declare_function(&name, Linkage::Local, &sig)
             .map_err(|e| e.to_string())?;
         if to_base {
-            return self.compile_base(id, blocks[0], keep_ir, ram_base);
+            let counter = promote.and_then(|n| self.counters.take(n));
+            return self.compile_base(id, blocks[0], keep_ir, ram_base, counter);
         }
         self.ctx.clear();
         self.ctx.func.signature = sig;
@@ -532,21 +540,17 @@ impl Compiler {
         }
     }
 
-    /// Define `block` as function `id` compiled by the baseline tier (see `crate::base`).
+    /// Define `block` as function `id` compiled by the baseline tier (see `crate::base`), its
+    /// entry counting runs down on `counter` when there is one.
     fn compile_base(
         &mut self,
         id: FuncId,
         block: &Block,
         keep_ir: bool,
         ram_base: u64,
+        counter: Option<u64>,
     ) -> Result<Compiled, String> {
         let t0 = self.compile_log.as_ref().map(|_| std::time::Instant::now());
-        // (`compile` made sure a counter is left when one is needed.)
-        let counter = match self.promote_after {
-            0 => None,
-            _ if block.insns.len() < self.promote_min => None,
-            n => Some(self.counters.take(n).ok_or("no run counter left")?),
-        };
         let target = base::BaseTarget {
             chain_table: self.chain_table,
             links: self.next_links(),

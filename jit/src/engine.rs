@@ -87,9 +87,9 @@ impl Default for JitConfig {
             region_blocks: 12,
             region_insns: 512,
             dag_regions: false,
-            // Measured (docs/jit.md, "Baseline tier"): callgrind, whole bench runs.
+            // The tier and its promotion settings: measured (docs/jit.md, "Baseline tier"),
+            // callgrind, whole bench runs.
             baseline: true,
-            // Measured (docs/jit.md, "Baseline tier"): callgrind, whole bench runs.
             promote: 50_000,
             promote_min_insns: 8,
             test_corrupt_rax: false,
@@ -783,7 +783,6 @@ impl Jit {
                         .min(ctx.cpu.retired.saturating_add(VERIFY_REGION_SPAN));
                 }
                 let enter = self.compiler.enter();
-                let before = ctx.cpu.retired;
                 // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive (blocks
                 // reached by chained jumps likewise: a chain entry is only followed while the
                 // epochs say its block is the valid cache entry for its RIP, and the table is
@@ -822,12 +821,11 @@ impl Jit {
                 } else if status == ret::STOP {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
                 } else if status == ret::PROMOTE {
-                    // Left before its first instruction when nothing retired (a chained
-                    // function's promotion comes after a whole block): the block runs in the
-                    // interpreter now, so that every dispatch makes progress (`Verify`
-                    // compares after each one).
-                    let block =
-                        (ctx.cpu.retired == before).then(|| self.entries[idx].block.clone());
+                    // The entered function itself left before its first instruction when no
+                    // jump was chained (a chained function's promotion comes after a whole
+                    // block): the block runs in the interpreter now, so that every dispatch
+                    // makes progress (`Verify` compares after each one).
+                    let block = (frame.chains == 0).then(|| self.entries[idx].block.clone());
                     self.tier_up(ctx);
                     if let Some(block) = block {
                         self.stats.interp_runs += 1;

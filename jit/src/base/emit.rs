@@ -244,11 +244,6 @@ impl Emit {
         }
     }
 
-    /// R8 now holds something else than the last access's address.
-    pub fn forget_access(&mut self) {
-        self.last = None;
-    }
-
     // ----- memory -----
 
     /// An access of `size` bytes at guest register `g` plus `disp` (no segment base) through

@@ -221,7 +221,6 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.a.jne(defer)?;
             e.a.lea(r8, qword_ptr(r8 + 8))?;
             e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
-            e.forget_access();
             e.exit_dyn()?;
         }
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
