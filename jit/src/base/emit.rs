@@ -82,6 +82,13 @@ pub struct Emit {
     /// The frame may still hold an incoming flag record that the next full flag write must
     /// drop (`Frame::fl_code` set to 0).
     pub record_live: bool,
+    /// The block's SSE / AVX availability check has been made on the main path
+    /// (`simd::usable`).
+    pub sse_ok: bool,
+    pub avx_ok: bool,
+    /// The host's MXCSR holds the flags raised since the block's first floating-point
+    /// instruction: every exit from here merges them (`simd::merge_mxcsr`).
+    pub mx: bool,
 }
 
 impl Emit {
@@ -109,6 +116,9 @@ impl Emit {
             host: HostFlags::Stale,
             record_live: false,
             last: None,
+            sse_ok: false,
+            avx_ok: false,
+            mx: false,
         })
     }
 
@@ -386,11 +396,14 @@ impl Emit {
     pub fn defer_label(&mut self) -> Result<CodeLabel, IcedError> {
         let mut l = self.a.create_label();
         let (ip, k) = (self.ip, self.k);
-        let (pending, record_live) = (self.pending, self.record_live);
+        let (pending, record_live, mx) = (self.pending, self.record_live, self.mx);
         self.later(move |a| {
             a.set_label(&mut l)?;
             if let Some((set, clear)) = pending {
                 merge(a, set, clear, record_live)?;
+            }
+            if mx {
+                super::simd::merge_mxcsr(a)?;
             }
             exit_word(a, ret::STOP | ret::DEFER, ip, k)
         });
@@ -402,6 +415,7 @@ impl Emit {
     /// The block's end, to the constant `target` after all its instructions.
     pub fn exit_const(&mut self, target: u64) -> Result<(), IcedError> {
         self.flush()?;
+        self.merge_mxcsr()?;
         self.count()?;
         self.a.mov(rcx, target)?;
         let entered = if target >> 12 == self.vpn {
@@ -426,6 +440,7 @@ impl Emit {
     /// The block's end, to the target in RCX (canonical) after all its instructions.
     pub fn exit_dyn(&mut self) -> Result<(), IcedError> {
         self.flush()?;
+        self.merge_mxcsr()?;
         self.count()?;
         // `entered`: the own check word when the target is on this block's page.
         self.a.mov(rax, rcx)?;
@@ -456,6 +471,16 @@ impl Emit {
             }
         }
         self.a.jmp(rax)
+    }
+
+    /// At a chained exit after a floating-point instruction: the host's MXCSR flags into the
+    /// guest's (keeps RCX, the dynamic target).
+    fn merge_mxcsr(&mut self) -> Result<(), IcedError> {
+        if self.mx {
+            super::simd::merge_mxcsr(&mut self.a)?;
+            self.host = HostFlags::Stale;
+        }
+        Ok(())
     }
 
     /// `cpu.retired += len`, the new count in R9 (the hop stubs' `retired`).

@@ -28,22 +28,57 @@ pub enum FlagUse {
 /// AF, which logic operations clear.
 const AF: u32 = flags::AF as u32;
 
+/// OF, SF, PF.
+const OF: u32 = flags::OF as u32;
+const SF: u32 = flags::SF as u32;
+const PF: u32 = flags::PF as u32;
+
 /// The flags a renamed instruction takes from the host, and the flags it replaces.
-fn flag_masks(m: Mnemonic) -> Option<(u32, u32)> {
+fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
     use Mnemonic::*;
-    Some(match m {
-        Add | Sub | Cmp | Neg => (STATUS, STATUS),
+    Some(match ins.mnemonic() {
+        Add | Sub | Cmp | Neg | Adc | Sbb => (STATUS, STATUS),
         And | Or | Xor | Test => (STATUS & !AF, STATUS),
         Inc | Dec => (STATUS & !CF, STATUS & !CF),
+        // Shifts by a non-zero constant count below the width (`covers`): AF is 0, and OF
+        // for a count above 1 (undefined) is the interpreter's: SAR's 0, SHL's and SHR's
+        // as for a count of 1 ([`shift_of_fix`], which puts it in the capture).
+        // IMUL (two and three operands): CF and OF from the host; SF and PF (undefined) the
+        // interpreter's, from the product's low half ([`imul_fix`]); ZF and AF 0.
+        Imul => (CF | OF | SF | PF, STATUS),
+        Sar if shift_count(ins) > 1 => (STATUS & !AF & !OF, STATUS),
+        Shl | Shr | Sar => (STATUS & !AF, STATUS),
         _ => return None,
     })
 }
 
+/// A covered shift's count (masked as the hardware masks it).
+fn shift_count(ins: &Instruction) -> u32 {
+    let mask = if ins.op0_register().size() == 8 || ins.memory_size().size() == 8 {
+        63
+    } else {
+        31
+    };
+    match ins.op1_kind() {
+        OpKind::Immediate8 => ins.immediate8() as u32 & mask,
+        // The D1 forms: a count of 1 (iced gives it as an 8-bit immediate too).
+        _ => 1,
+    }
+}
+
+/// Does the instruction's host OF need the interpreter's value (SHL/SHR by more than 1)?
+fn shift_of_fix(ins: &Instruction) -> bool {
+    matches!(ins.mnemonic(), Mnemonic::Shl | Mnemonic::Shr) && shift_count(ins) > 1
+}
+
 fn flag_use(ins: &Instruction) -> FlagUse {
     use Mnemonic::*;
+    if super::simd::form(ins).is_some_and(|f| f.flags) {
+        return FlagUse::Overwrite;
+    }
     match ins.mnemonic() {
-        Inc | Dec => FlagUse::Read,
-        m if flag_masks(m).is_some() => FlagUse::Overwrite,
+        Inc | Dec | Adc | Sbb => FlagUse::Read,
+        _ if flag_masks(ins).is_some() => FlagUse::Overwrite,
         _ if reads_condition(ins) => FlagUse::Read,
         _ => FlagUse::None,
     }
@@ -107,6 +142,8 @@ fn renamed(m: Mnemonic) -> bool {
             | Neg
             | Not
             | Lea
+            | Adc
+            | Sbb
     ) || is_cmovcc(m)
         || is_setcc(m)
 }
@@ -134,6 +171,9 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         || ins.has_repne_prefix()
     {
         return false;
+    }
+    if super::simd::form(ins).is_some() {
+        return true;
     }
     let m = ins.mnemonic();
     let operands_ok = (0..ins.op_count()).all(|i| match ins.op_kind(i) {
@@ -168,7 +208,32 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Mov_moffs64_RAX => return false,
         Code::Push_r64 | Code::Pushq_imm8 | Code::Pushq_imm32 => return true,
         Code::Pop_r64 => return ins.op0_register() != Register::RSP,
-        Code::Call_rel32_64 | Code::Jmp_rel8_64 | Code::Jmp_rel32_64 | Code::Retnq => return last,
+        Code::Call_rel32_64
+        | Code::Jmp_rel8_64
+        | Code::Jmp_rel32_64
+        | Code::Retnq
+        | Code::Jmp_rm64
+        | Code::Call_rm64 => return last,
+        // Shifts of 32- and 64-bit operands by a constant: the masked count is below the
+        // width, so CF is defined; a count of 0 (which changes nothing) is left out.
+        Code::Shl_rm32_imm8
+        | Code::Shl_rm64_imm8
+        | Code::Shr_rm32_imm8
+        | Code::Shr_rm64_imm8
+        | Code::Sar_rm32_imm8
+        | Code::Sar_rm64_imm8
+        | Code::Shl_rm32_1
+        | Code::Shl_rm64_1
+        | Code::Shr_rm32_1
+        | Code::Shr_rm64_1
+        | Code::Sar_rm32_1
+        | Code::Sar_rm64_1 => return shift_count(ins) != 0,
+        Code::Imul_r32_rm32
+        | Code::Imul_r64_rm64
+        | Code::Imul_r32_rm32_imm8
+        | Code::Imul_r32_rm32_imm32
+        | Code::Imul_r64_rm64_imm8
+        | Code::Imul_r64_rm64_imm32 => return true,
         _ => {}
     }
     if ins.is_jcc_short_or_near() {
@@ -182,7 +247,9 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
 /// Emit `d` (one [`covers`] accepts); `last`: the block's last instruction, which ends it.
 pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(), IcedError> {
     let ins = &d.ins;
+    let simd = super::simd::form(ins);
     match ins.code() {
+        _ if simd.is_some() => super::simd::emit(e, ins, simd.expect("checked"), dead)?,
         Code::Nopd | Code::Nopw | Code::Nopq | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64 => {
         }
         Code::Push_r64 => {
@@ -223,6 +290,18 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
             e.exit_dyn()?;
         }
+        Code::Jmp_rm64 => {
+            indirect_target(e, ins, rcx)?;
+            e.exit_dyn()?;
+        }
+        Code::Call_rm64 => {
+            // The target first (its address may use RSP), in RDX across the push.
+            indirect_target(e, ins, rdx)?;
+            let ret_ip = e.next_ip;
+            push(e, move |e| e.a.mov(rax, ret_ip))?;
+            e.a.mov(rcx, rdx)?;
+            e.exit_dyn()?;
+        }
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
         _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
         _ => rename(e, ins, dead)?,
@@ -231,6 +310,32 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         // Falling off the block's end (a length cap or a page boundary ended it).
         e.exit_const(e.next_ip)?;
     }
+    Ok(())
+}
+
+/// The target of JMP/CALL r/m64 into `dst` (RCX or RDX): from its register, or loaded
+/// through the probe; a non-canonical one leaves for the interpreter (#GP at the branch).
+fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Result<(), IcedError> {
+    if ins.op0_kind() == OpKind::Memory {
+        match simple_base(ins) {
+            Some(g) => e.access_at(g, ins.memory_displacement64() as i64, false, 8)?,
+            None => {
+                e.addr(ins)?;
+                e.probe(false, 8)?;
+            }
+        }
+        e.a.mov(dst, qword_ptr(r9))?;
+    } else {
+        let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
+        e.load_reg(dst, g)?;
+    }
+    e.a.mov(rax, dst)?;
+    e.a.shl(rax, 16)?;
+    e.a.sar(rax, 16)?;
+    e.a.cmp(rax, dst)?;
+    let defer = e.defer_label()?;
+    e.a.jne(defer)?;
+    e.host = super::emit::HostFlags::Stale;
     Ok(())
 }
 
@@ -329,7 +434,7 @@ fn host_reg(op: u32, size: u8) -> Register {
 fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
     use Mnemonic::*;
     let m = ins.mnemonic();
-    let masks = flag_masks(m);
+    let masks = flag_masks(ins);
     // Does the instruction read / write its first operand?
     let writes0 = !matches!(m, Cmp | Test);
     let reads0 = !matches!(m, Mov | Movzx | Movsx | Movsxd) && !is_setcc(m);
@@ -355,6 +460,12 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     match masks {
         _ if reads_condition(ins) => e.flags_for(reads_carry(ins.condition_code()))?,
+        // ADC/SBB read CF and replace every status flag: the guest's flags in the host's, a
+        // capture awaiting its merge consumed by them.
+        Some(_) if matches!(m, Adc | Sbb) => {
+            e.flags_for(true)?;
+            e.replace_pending();
+        }
         // Every status flag replaced: an earlier capture is dropped unmerged.
         Some((_, clear)) if clear == STATUS => e.replace_pending(),
         // The merge of an earlier capture goes first (it clobbers the host's flags).
@@ -376,11 +487,52 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             dest = Some((g.index, g.size));
         }
     }
+    let of_fix = shift_of_fix(ins) && !dead;
+    if of_fix {
+        // OF of the same shift by 1 of the original operand, into R11 (the interpreter's OF
+        // for larger counts, which the architecture leaves undefined).
+        let wide = ins.op0_register().size() == 8 || ins.memory_size().size() == 8;
+        if ins.op0_kind() == OpKind::Memory {
+            // (Only the operand's own bytes: the probe checked no more.)
+            if wide {
+                e.a.mov(rcx, qword_ptr(r9))?;
+            } else {
+                e.a.mov(ecx, dword_ptr(r9))?;
+            }
+        } else {
+            e.a.mov(rcx, rax)?;
+        }
+        let reg = if wide { Register::RCX } else { Register::ECX };
+        e.a.add_instruction(Instruction::with2(ins.code(), reg, 1u32)?)?;
+        e.a.pushfq()?;
+        e.a.pop(r11)?;
+        e.a.and(r11d, OF)?;
+    }
     e.a.add_instruction(h)?;
     match masks {
         Some(_) if dead => e.host = super::emit::HostFlags::Stale,
         Some((set, clear)) => e.capture(set, clear)?,
         None => {}
+    }
+    if m == Imul && !dead {
+        // SF and PF of the product's low half (the destination), as the interpreter has them.
+        if ins.op0_register().size() == 8 {
+            e.a.test(rax, rax)?;
+        } else {
+            e.a.test(eax, eax)?;
+        }
+        e.a.pushfq()?;
+        e.a.pop(r11)?;
+        e.a.and(r11d, SF | PF)?;
+        e.a.and(r10d, CF | OF)?;
+        e.a.or(r10d, r11d)?;
+        e.host = super::emit::HostFlags::Stale;
+    }
+    if of_fix {
+        e.a.and(r10d, !OF)?;
+        e.a.or(r10d, r11d)?;
+        // The host's own OF may differ from the capture's: conditions restore from it.
+        e.host = super::emit::HostFlags::Stale;
     }
     if let Some((g, size)) = dest {
         e.store_reg(g, rax, size)?;
@@ -394,7 +546,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
 
 /// The base register of a memory operand addressed as base plus displacement only (no
 /// index, no FS/GS base), for [`Emit::access_at`].
-fn simple_base(ins: &Instruction) -> Option<usize> {
+pub(super) fn simple_base(ins: &Instruction) -> Option<usize> {
     let base = ins.memory_base();
     let plain = ins.memory_index() == Register::None
         && !matches!(ins.memory_segment(), Register::FS | Register::GS)

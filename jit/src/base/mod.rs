@@ -24,6 +24,7 @@
 
 mod emit;
 pub mod insn;
+pub mod simd;
 
 use crate::chain;
 use crate::frame::{ret, Frame, OFF_RFLAGS, OFF_RIP};
