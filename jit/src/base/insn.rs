@@ -45,7 +45,7 @@ fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
         // as for a count of 1 ([`shift_of_fix`], which puts it in the capture).
         // IMUL (two and three operands): CF and OF from the host; SF and PF (undefined) the
         // interpreter's, from the product's low half ([`imul_fix`]); ZF and AF 0.
-        Imul => (CF | OF | SF | PF, STATUS),
+        Imul | Mul => (CF | OF | SF | PF, STATUS),
         Sar if shift_count(ins) > 1 => (STATUS & !AF & !OF, STATUS),
         Shl | Shr | Sar => (STATUS & !AF, STATUS),
         _ => return None,
@@ -233,7 +233,11 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Imul_r32_rm32_imm8
         | Code::Imul_r32_rm32_imm32
         | Code::Imul_r64_rm64_imm8
-        | Code::Imul_r64_rm64_imm32 => return true,
+        | Code::Imul_r64_rm64_imm32
+        | Code::Mul_rm32
+        | Code::Mul_rm64
+        | Code::Imul_rm32
+        | Code::Imul_rm64 => return true,
         _ => {}
     }
     if ins.is_jcc_short_or_near() {
@@ -302,6 +306,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.a.mov(rcx, rdx)?;
             e.exit_dyn()?;
         }
+        Code::Mul_rm32 | Code::Mul_rm64 | Code::Imul_rm32 | Code::Imul_rm64 => mul(e, ins, dead)?,
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
         _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
         _ => rename(e, ins, dead)?,
@@ -335,6 +340,68 @@ fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Resul
     e.a.cmp(rax, dst)?;
     let defer = e.defer_label()?;
     e.a.jne(defer)?;
+    e.host = super::emit::HostFlags::Stale;
+    Ok(())
+}
+
+/// MUL/IMUL r/m32 and r/m64 (one operand): EDX:EAX or RDX:RAX = RAX times the operand
+/// (loaded into RCX when a register), both halves stored; flags as [`mul_flags_fix`] makes
+/// them.
+fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
+    let wide = ins.op0_register().size() == 8 || ins.memory_size().size() == 8;
+    let mut h = *ins;
+    if ins.op0_kind() == OpKind::Memory {
+        let size = ins.memory_size().size() as u32;
+        match simple_base(ins) {
+            Some(g) => e.access_at(g, ins.memory_displacement64() as i64, false, size)?,
+            None => {
+                e.addr(ins)?;
+                e.probe(false, size)?;
+            }
+        }
+        h.set_memory_base(Register::R9);
+        h.set_memory_index(Register::None);
+        h.set_memory_index_scale(1);
+        h.set_memory_displacement64(0);
+        h.set_memory_displ_size(0);
+        h.set_segment_prefix(Register::None);
+    } else {
+        let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
+        e.load_reg(rcx, g)?;
+        h.set_op0_register(if wide { Register::RCX } else { Register::ECX });
+    }
+    // Every status flag replaced: an earlier capture is dropped unmerged.
+    e.replace_pending();
+    e.load_reg(rax, reg::RAX)?;
+    e.a.add_instruction(h)?;
+    if dead {
+        e.host = super::emit::HostFlags::Stale;
+    } else {
+        e.capture(CF | OF | SF | PF, STATUS)?;
+        mul_flags_fix(e, wide)?;
+    }
+    // (A 32-bit product zero-extended both halves.)
+    e.store_reg(reg::RAX, rax, 8)?;
+    e.store_reg(reg::RDX, rdx, 8)?;
+    e.reg_written(reg::RAX);
+    e.reg_written(reg::RDX);
+    Ok(())
+}
+
+/// After a captured multiplication whose low half is in RAX (EAX if not `wide`): SF and PF
+/// (undefined) become the interpreter's, those of the low half; CF and OF stay the host's.
+fn mul_flags_fix(e: &mut Emit, wide: bool) -> Result<(), IcedError> {
+    if wide {
+        e.a.test(rax, rax)?;
+    } else {
+        e.a.test(eax, eax)?;
+    }
+    e.a.pushfq()?;
+    e.a.pop(r11)?;
+    e.a.and(r11d, SF | PF)?;
+    e.a.and(r10d, CF | OF)?;
+    e.a.or(r10d, r11d)?;
+    // The host's own SF and PF may differ from the capture's: conditions restore from it.
     e.host = super::emit::HostFlags::Stale;
     Ok(())
 }
@@ -516,17 +583,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     if m == Imul && !dead {
         // SF and PF of the product's low half (the destination), as the interpreter has them.
-        if ins.op0_register().size() == 8 {
-            e.a.test(rax, rax)?;
-        } else {
-            e.a.test(eax, eax)?;
-        }
-        e.a.pushfq()?;
-        e.a.pop(r11)?;
-        e.a.and(r11d, SF | PF)?;
-        e.a.and(r10d, CF | OF)?;
-        e.a.or(r10d, r11d)?;
-        e.host = super::emit::HostFlags::Stale;
+        mul_flags_fix(e, ins.op0_register().size() == 8)?;
     }
     if of_fix {
         e.a.and(r10d, !OF)?;
