@@ -322,13 +322,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
 /// through the probe; a non-canonical one leaves for the interpreter (#GP at the branch).
 fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Result<(), IcedError> {
     if ins.op0_kind() == OpKind::Memory {
-        match simple_base(ins) {
-            Some(g) => e.access_at(g, ins.memory_displacement64() as i64, false, 8)?,
-            None => {
-                e.addr(ins)?;
-                e.probe(false, 8)?;
-            }
-        }
+        access(e, ins, false, 8)?;
         e.a.mov(dst, qword_ptr(r9))?;
     } else {
         let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
@@ -352,19 +346,8 @@ fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
     let mut h = *ins;
     if ins.op0_kind() == OpKind::Memory {
         let size = ins.memory_size().size() as u32;
-        match simple_base(ins) {
-            Some(g) => e.access_at(g, ins.memory_displacement64() as i64, false, size)?,
-            None => {
-                e.addr(ins)?;
-                e.probe(false, size)?;
-            }
-        }
-        h.set_memory_base(Register::R9);
-        h.set_memory_index(Register::None);
-        h.set_memory_index_scale(1);
-        h.set_memory_displacement64(0);
-        h.set_memory_displ_size(0);
-        h.set_segment_prefix(Register::None);
+        access(e, ins, false, size)?;
+        memory_at_r9(&mut h);
     } else {
         let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
         e.load_reg(rcx, g)?;
@@ -510,19 +493,8 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         if ins.op_kind(op) == OpKind::Memory {
             let write = op == 0 && writes0;
             let size = ins.memory_size().size() as u32;
-            match simple_base(ins) {
-                Some(g) => e.access_at(g, ins.memory_displacement64() as i64, write, size)?,
-                None => {
-                    e.addr(ins)?;
-                    e.probe(write, size)?;
-                }
-            }
-            h.set_memory_base(Register::R9);
-            h.set_memory_index(Register::None);
-            h.set_memory_index_scale(1);
-            h.set_memory_displacement64(0);
-            h.set_memory_displ_size(0);
-            h.set_segment_prefix(Register::None);
+            access(e, ins, write, size)?;
+            memory_at_r9(&mut h);
         }
     }
     match masks {
@@ -601,9 +573,36 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     Ok(())
 }
 
+/// The access to `ins`'s memory operand (`size` bytes, through the read or the `write` table):
+/// its linear address into R8 and host address into R9, or the deferring exit.
+pub(super) fn access(
+    e: &mut Emit,
+    ins: &Instruction,
+    write: bool,
+    size: u32,
+) -> Result<(), IcedError> {
+    match simple_base(ins) {
+        Some(g) => e.access_at(g, ins.memory_displacement64() as i64, write, size),
+        None => {
+            e.addr(ins)?;
+            e.probe(write, size)
+        }
+    }
+}
+
+/// `h`'s memory operand renamed to `[R9]` (where [`access`] put the host address).
+pub(super) fn memory_at_r9(h: &mut Instruction) {
+    h.set_memory_base(Register::R9);
+    h.set_memory_index(Register::None);
+    h.set_memory_index_scale(1);
+    h.set_memory_displacement64(0);
+    h.set_memory_displ_size(0);
+    h.set_segment_prefix(Register::None);
+}
+
 /// The base register of a memory operand addressed as base plus displacement only (no
 /// index, no FS/GS base), for [`Emit::access_at`].
-pub(super) fn simple_base(ins: &Instruction) -> Option<usize> {
+fn simple_base(ins: &Instruction) -> Option<usize> {
     let base = ins.memory_base();
     let plain = ins.memory_index() == Register::None
         && !matches!(ins.memory_segment(), Register::FS | Register::GS)

@@ -586,24 +586,13 @@ pub fn emit(e: &mut Emit, ins: &Instruction, f: Form, dead: bool) -> Result<(), 
         if ins.op_kind(op) == OpKind::Memory {
             let write = op == 0 && writes0;
             let size = ins.memory_size().size() as u32;
-            match super::insn::simple_base(ins) {
-                Some(g) => e.access_at(g, ins.memory_displacement64() as i64, write, size)?,
-                None => {
-                    e.addr(ins)?;
-                    e.probe(write, size)?;
-                }
-            }
+            super::insn::access(e, ins, write, size)?;
             if aligned(ins) {
                 e.a.test(r8d, size - 1)?;
                 let defer = e.defer_label()?;
                 e.a.jne(defer)?;
             }
-            h.set_memory_base(Register::R9);
-            h.set_memory_index(Register::None);
-            h.set_memory_index_scale(1);
-            h.set_memory_displacement64(0);
-            h.set_memory_displ_size(0);
-            h.set_segment_prefix(Register::None);
+            super::insn::memory_at_r9(&mut h);
         }
     }
     if f.flags {
