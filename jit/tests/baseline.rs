@@ -7,17 +7,12 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, eager_config, ran_to_hlt};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE, TEST_RAM};
 use lockstep_interp::ExitReason;
 use lockstep_jit::{JitConfig, Verify};
-
-/// The programs end in HLT, which at the test machine's CPL 3 raises #GP(0).
-fn ran_to_hlt(exit: &lockstep_interp::Exit) -> bool {
-    exit.reason == ExitReason::Exception(lockstep_interp::Fault::GP0)
-}
 
 fn baseline() -> JitConfig {
     JitConfig {

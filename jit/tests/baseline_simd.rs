@@ -6,16 +6,12 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, eager_config, ran_to_hlt};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::{ctl, reg};
 use lockstep_interp::testkit::{TestMachine, DATA_BASE, TEST_RAM};
 use lockstep_interp::{ExitReason, Fault};
 use lockstep_jit::JitConfig;
-
-fn ran_to_hlt(exit: &lockstep_interp::Exit) -> bool {
-    exit.reason == ExitReason::Exception(Fault::GP0)
-}
 
 /// Single-block functions, each compiled at its first run, never promoted.
 fn config() -> JitConfig {

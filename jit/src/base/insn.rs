@@ -40,25 +40,26 @@ fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
         Add | Sub | Cmp | Neg | Adc | Sbb => (STATUS, STATUS),
         And | Or | Xor | Test => (STATUS & !AF, STATUS),
         Inc | Dec => (STATUS & !CF, STATUS & !CF),
+        // MUL and IMUL: CF and OF from the host; SF and PF (undefined) the interpreter's,
+        // from the product's low half ([`mul_flags_fix`]); ZF and AF 0.
+        Imul | Mul => (CF | OF | SF | PF, STATUS),
         // Shifts by a non-zero constant count below the width (`covers`): AF is 0, and OF
         // for a count above 1 (undefined) is the interpreter's: SAR's 0, SHL's and SHR's
         // as for a count of 1 ([`shift_of_fix`], which puts it in the capture).
-        // IMUL (two and three operands): CF and OF from the host; SF and PF (undefined) the
-        // interpreter's, from the product's low half ([`imul_fix`]); ZF and AF 0.
-        Imul | Mul => (CF | OF | SF | PF, STATUS),
         Sar if shift_count(ins) > 1 => (STATUS & !AF & !OF, STATUS),
         Shl | Shr | Sar => (STATUS & !AF, STATUS),
         _ => return None,
     })
 }
 
+/// Is the first operand (a register or memory) 64-bit?
+fn wide(ins: &Instruction) -> bool {
+    ins.op0_register().size() == 8 || ins.memory_size().size() == 8
+}
+
 /// A covered shift's count (masked as the hardware masks it).
 fn shift_count(ins: &Instruction) -> u32 {
-    let mask = if ins.op0_register().size() == 8 || ins.memory_size().size() == 8 {
-        63
-    } else {
-        31
-    };
+    let mask = if wide(ins) { 63 } else { 31 };
     match ins.op1_kind() {
         OpKind::Immediate8 => ins.immediate8() as u32 & mask,
         // The D1 forms: a count of 1 (iced gives it as an 8-bit immediate too).
@@ -283,13 +284,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rcx, qword_ptr(r9))?;
-            // A non-canonical target: the interpreter runs the RET and raises #GP.
-            e.a.mov(rax, rcx)?;
-            e.a.shl(rax, 16)?;
-            e.a.sar(rax, 16)?;
-            e.a.cmp(rax, rcx)?;
-            let defer = e.defer_label()?;
-            e.a.jne(defer)?;
+            canonical_or_defer(e, rcx)?;
             e.a.lea(r8, qword_ptr(r8 + 8))?;
             e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
             e.exit_dyn()?;
@@ -328,10 +323,16 @@ fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Resul
         let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
         e.load_reg(dst, g)?;
     }
-    e.a.mov(rax, dst)?;
+    canonical_or_defer(e, dst)
+}
+
+/// A branch target in `target` that is not canonical leaves for the interpreter, which runs
+/// the branch and raises #GP (clobbers RAX and the host's flags).
+fn canonical_or_defer(e: &mut Emit, target: AsmRegister64) -> Result<(), IcedError> {
+    e.a.mov(rax, target)?;
     e.a.shl(rax, 16)?;
     e.a.sar(rax, 16)?;
-    e.a.cmp(rax, dst)?;
+    e.a.cmp(rax, target)?;
     let defer = e.defer_label()?;
     e.a.jne(defer)?;
     e.host = super::emit::HostFlags::Stale;
@@ -342,7 +343,7 @@ fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Resul
 /// (loaded into RCX when a register), both halves stored; flags as [`mul_flags_fix`] makes
 /// them.
 fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
-    let wide = ins.op0_register().size() == 8 || ins.memory_size().size() == 8;
+    let wide = wide(ins);
     let mut h = *ins;
     if ins.op0_kind() == OpKind::Memory {
         let size = ins.memory_size().size() as u32;
@@ -530,7 +531,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     if of_fix {
         // OF of the same shift by 1 of the original operand, into R11 (the interpreter's OF
         // for larger counts, which the architecture leaves undefined).
-        let wide = ins.op0_register().size() == 8 || ins.memory_size().size() == 8;
+        let wide = wide(ins);
         if ins.op0_kind() == OpKind::Memory {
             // (Only the operand's own bytes: the probe checked no more.)
             if wide {
@@ -555,7 +556,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     if m == Imul && !dead {
         // SF and PF of the product's low half (the destination), as the interpreter has them.
-        mul_flags_fix(e, ins.op0_register().size() == 8)?;
+        mul_flags_fix(e, wide(ins))?;
     }
     if of_fix {
         e.a.and(r10d, !OF)?;

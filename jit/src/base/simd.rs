@@ -27,6 +27,7 @@
 //! `iced_x86::Instruction::cpuid_features`) are left to Cranelift's tier.
 
 use super::emit::Emit;
+use crate::lift::sse_int::vec_off;
 use iced_x86::code_asm::*;
 use iced_x86::{CpuidFeature, EncodingKind, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::operand::gpr_ref;
@@ -551,17 +552,6 @@ fn xmm(i: u32) -> AsmRegisterXmm {
 
 fn ymm(i: u32) -> AsmRegisterYmm {
     [ymm0, ymm1, ymm2, ymm3][i as usize & 3]
-}
-
-/// Byte offset of guest XMM/YMM register `r` in `CpuState` (bits 127:0 there, 255:128 at
-/// +16).
-fn vec_off(r: Register) -> i32 {
-    let i = if r.is_ymm() {
-        r as usize - Register::YMM0 as usize
-    } else {
-        r as usize - Register::XMM0 as usize
-    };
-    (core::mem::offset_of!(CpuState, ymm) + 32 * (i & 15)) as i32
 }
 
 /// Emit `ins` (one [`form`] accepts); `dead`: its flags are overwritten before anything

@@ -20,7 +20,7 @@ mod muldiv;
 mod shift;
 mod sse_fp;
 mod sse_fp_forms;
-mod sse_int;
+pub(crate) mod sse_int;
 mod sse_mov;
 mod x87;
 

@@ -219,7 +219,7 @@ fn operand_ok(ins: &Instruction, n: u32) -> bool {
 
 /// Byte offset of the YMM register of XMM/YMM register `r` in `CpuState` (bits 127:0 there,
 /// bits 255:128 at +16).
-pub(super) fn vec_off(r: Register) -> i32 {
+pub(crate) fn vec_off(r: Register) -> i32 {
     let i = if r.is_ymm() {
         r as usize - Register::YMM0 as usize
     } else {

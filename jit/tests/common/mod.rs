@@ -6,6 +6,11 @@ use lockstep_interp::testkit::{TestMachine, CODE_BASE, DATA_BASE, STACK_TOP};
 use lockstep_interp::{Engine, Exit};
 use lockstep_jit::{Jit, JitConfig};
 
+/// The test programs end in HLT, which at the test machine's CPL 3 raises #GP(0).
+pub fn ran_to_hlt(exit: &Exit) -> bool {
+    exit.reason == lockstep_interp::ExitReason::Exception(lockstep_interp::Fault::GP0)
+}
+
 /// A JIT that compiles every block on its first run (threshold 1, batches of 1).
 pub fn eager_config() -> JitConfig {
     JitConfig {
