@@ -558,7 +558,6 @@ impl Compiler {
             ram_base,
             hop: self.helpers.hop,
             hop_link: self.helpers.hop_link,
-            hop_dyn: self.helpers.hop_dyn,
             fold: self.helpers.fold,
             counter,
         };

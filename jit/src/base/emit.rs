@@ -61,7 +61,6 @@ pub struct Emit {
     dyn_links: bool,
     hop: u64,
     hop_link: u64,
-    hop_dyn: u64,
     /// The targets of the links taken so far, in order (`lift::Lowered::links`).
     pub new_links: Vec<u64>,
     /// The block's virtual page and check word (for `entered` of same-page targets).
@@ -104,7 +103,6 @@ impl Emit {
             dyn_links: t.dyn_links,
             hop: t.hop,
             hop_link: t.hop_link,
-            hop_dyn: t.hop_dyn,
             new_links: Vec::new(),
             vpn: block.key().rip >> 12,
             own: chain::block_check(block),
@@ -427,14 +425,25 @@ impl Emit {
         match self.link_for(target) {
             Some(link) => {
                 self.a.mov(r8, link)?;
-                self.a.mov(rax, self.hop_link)?;
+                self.linked_jump(false, Some(self.hop_link))
             }
             None => {
                 self.a.mov(r8, chain::set_addr(self.chain_table, target))?;
                 self.a.mov(rax, self.hop)?;
+                self.a.jmp(rax)
             }
         }
-        self.a.jmp(rax)
+    }
+
+    /// The jump through the link at R8 made here rather than in the shared link stub
+    /// (`stub`, where a direct exit goes when its link is empty; an indirect exit whose link
+    /// holds another target makes the table lookup here): see `lift::hop::own_linked_jump`.
+    fn linked_jump(&mut self, check_rip: bool, stub: Option<u64>) -> Result<(), IcedError> {
+        let mut slow = self.a.create_label();
+        let mut back = self.a.create_label();
+        crate::lift::hop::own_linked_jump(&mut self.a, check_rip, slow, back)?;
+        self.later(move |a| crate::lift::hop::own_linked_jump_ends(a, &mut slow, &mut back, stub));
+        Ok(())
     }
 
     /// The block's end, to the target in RCX (canonical) after all its instructions.
@@ -458,7 +467,7 @@ impl Emit {
         match link {
             Some(link) => {
                 self.a.mov(r8, link)?;
-                self.a.mov(rax, self.hop_dyn)?;
+                return self.linked_jump(true, None);
             }
             None => {
                 self.a.mov(r8, chain::HASH_MUL)?;

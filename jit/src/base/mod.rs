@@ -41,7 +41,6 @@ pub struct BaseTarget {
     pub ram_base: u64,
     pub hop: u64,
     pub hop_link: u64,
-    pub hop_dyn: u64,
     pub fold: u64,
     /// The run counter the entry counts down (`None`: the block is never promoted).
     pub counter: Option<u64>,
