@@ -372,16 +372,19 @@ impl Compiler {
     /// Lift and define the region `blocks` (entry first; not yet callable: see
     /// [`Compiler::finalize`]). `native: false` sends every instruction through the trampoline.
     /// `looped`: the region contains a loop (compiled at the loop optimisation level).
-    /// `allow_base`: the baseline tier may take it (not for a baseline function's promotion).
+    /// `base`: `Some` when the baseline tier may take it (not for a baseline function's
+    /// promotion), with the blocks it compiles after the single block it takes (a trace:
+    /// `base::compile`).
     pub fn compile(
         &mut self,
         blocks: &[&Block],
         keep_ir: bool,
         native: bool,
         looped: bool,
-        allow_base: bool,
+        base: Option<&[&Block]>,
         ram_base: u64,
     ) -> Result<Compiled, String> {
+        let (allow_base, trace) = (base.is_some(), base.unwrap_or_default());
         // A baseline function of at least `promote_min` instructions counts its runs (and
         // needs a counter for it: without one left, Cranelift takes the block).
         let promote = (self.promote_after > 0
@@ -413,7 +416,13 @@ impl Compiler {
             .map_err(|e| e.to_string())?;
         if to_base {
             let counter = promote.and_then(|n| self.counters.take(n));
-            return self.compile_base(id, blocks[0], keep_ir, ram_base, counter);
+            return match self.compile_base(id, blocks[0], trace, keep_ir, ram_base, counter) {
+                // A trace the tier refuses (nothing was defined): the block on its own.
+                Err(_) if !trace.is_empty() => {
+                    self.compile_base(id, blocks[0], &[], keep_ir, ram_base, counter)
+                }
+                r => r,
+            };
         }
         self.ctx.clear();
         self.ctx.func.signature = sig;
@@ -546,6 +555,7 @@ impl Compiler {
         &mut self,
         id: FuncId,
         block: &Block,
+        trace: &[&Block],
         keep_ir: bool,
         ram_base: u64,
         counter: Option<u64>,
@@ -561,7 +571,7 @@ impl Compiler {
             fold: self.helpers.fold,
             counter,
         };
-        let code = base::compile(block, &target)?;
+        let code = base::compile(block, trace, &target)?;
         // The links the exits were given, before the function can run.
         self.links.hand_out(&code.links, self.chain_table);
         self.module()
@@ -569,7 +579,9 @@ impl Compiler {
             .map_err(|e| format!("{e:?}"))?;
         let listing = (keep_ir || self.dump_ir.is_some()).then(|| {
             let mut text = format!("; baseline rip={:#x}\n", block.key().rip);
-            crate::verify::guest_listing(&mut text, block, ";   ");
+            for b in core::iter::once(block).chain(trace.iter().copied()) {
+                crate::verify::guest_listing(&mut text, b, ";   ");
+            }
             text.push_str(&base::disassemble(&code.bytes));
             text
         });
@@ -586,8 +598,9 @@ impl Compiler {
             id,
             ir: listing.filter(|_| keep_ir),
             stats: LowerStats {
-                native: block.insns.len() as u32,
-                blocks: 1,
+                native: (block.insns.len() + trace.iter().map(|b| b.insns.len()).sum::<usize>())
+                    as u32,
+                blocks: 1 + trace.len() as u32,
                 ..LowerStats::default()
             },
             member_entries: Vec::new(),

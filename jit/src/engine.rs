@@ -16,6 +16,10 @@ use std::time::Instant;
 /// Under `Verify`, the most instructions one dispatch may run through the jumps of a region.
 const VERIFY_REGION_SPAN: u64 = 2000;
 
+/// Most instructions in a baseline trace (`Jit::base_trace`): well inside a packed exit
+/// word's count (`ret::pack`).
+const BASE_TRACE_INSNS: usize = 64;
+
 /// JIT settings.
 #[derive(Clone, Debug)]
 pub struct JitConfig {
@@ -59,6 +63,10 @@ pub struct JitConfig {
     /// Baseline functions of fewer instructions are never promoted: for short blocks the
     /// baseline code (no frame, no register loads at entry) is as fast as lifted code.
     pub promote_min_insns: usize,
+    /// Most blocks in a baseline trace (`crate::base::compile`): a block the baseline tier
+    /// takes is compiled together with up to this many minus one blocks of its page that
+    /// it goes on to, one after the other (1: single blocks).
+    pub base_trace: usize,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -92,6 +100,7 @@ impl Default for JitConfig {
             baseline: true,
             promote: 50_000,
             promote_min_insns: 8,
+            base_trace: 4,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -114,6 +123,9 @@ pub struct JitStats {
     pub dyn_folds: u64,
     /// Blocks compiled by the baseline tier (`crate::base`), of `compiled`.
     pub baseline: u64,
+    /// Blocks compiled into baseline functions after their first block (traces, see
+    /// `crate::base::compile`).
+    pub traced: u64,
     /// Baseline functions compiled again by Cranelift after `JitConfig::promote` runs (also
     /// counted in `compiled`).
     pub promoted: u64,
@@ -215,9 +227,10 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} promoted={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
+            self.traced,
             self.promoted,
             self.region_blocks,
             self.region_edges,
@@ -456,8 +469,9 @@ impl Jit {
     /// and `LOCKSTEP_JIT_REGION` (most blocks per region; 1: single blocks) override
     /// `config.opt_level`/`loop_opt_level` and `config.region_blocks`, and `LOCKSTEP_JIT_DAG`
     /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline`, and
-    /// `LOCKSTEP_JIT_PROMOTE` (runs) and `LOCKSTEP_JIT_PROMOTE_MIN` (instructions)
-    /// `config.promote` and `config.promote_min_insns` (host-side
+    /// `LOCKSTEP_JIT_PROMOTE` (runs), `LOCKSTEP_JIT_PROMOTE_MIN` (instructions) and
+    /// `LOCKSTEP_JIT_BASE_TRACE` (blocks) `config.promote`, `config.promote_min_insns` and
+    /// `config.base_trace` (host-side
     /// tuning for measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
@@ -487,6 +501,12 @@ impl Jit {
             .and_then(|v| v.parse::<u32>().ok())
         {
             config.promote = n;
+        }
+        if let Some(n) = std::env::var("LOCKSTEP_JIT_BASE_TRACE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            config.base_trace = n;
         }
         if let Some(n) = std::env::var("LOCKSTEP_JIT_PROMOTE_MIN")
             .ok()
@@ -908,6 +928,78 @@ impl Jit {
         self.region_shape(out)
     }
 
+    /// The blocks a baseline function for the entry `key` (whose block is `first`) goes on
+    /// to, in order (see `crate::base::compile`): from each block, the one its last
+    /// instruction leads to without leaving — a JMP or CALL target, the way of a Jcc whose
+    /// block has run more often, the fall-through of a block cut by its length — while that
+    /// block is in the cache, of the same page, valid, warm (as for regions), covered by the
+    /// tier and not yet in the trace; at most `config.base_trace` blocks in all, together
+    /// at most [`BASE_TRACE_INSNS`] instructions.
+    fn base_trace(&self, key: &BlockKey, first: &Arc<Block>, ram: &GuestRam) -> Vec<Arc<Block>> {
+        let mut out: Vec<Arc<Block>> = Vec::new();
+        if key.bitness != 64 || self.config.base_trace <= 1 || !crate::base::covers(first) {
+            return out;
+        }
+        let page = key.rip & !0xfff;
+        let mut rips = vec![key.rip];
+        let mut insns = first.insns.len();
+        let mut cur = first.clone();
+        while out.len() + 1 < self.config.base_trace {
+            let Some(d) = cur.insns.last() else {
+                break;
+            };
+            let ins = &d.ins;
+            let ways = match ins.code() {
+                iced_x86::Code::Jmp_rel8_64
+                | iced_x86::Code::Jmp_rel32_64
+                | iced_x86::Code::Call_rel32_64 => vec![ins.near_branch_target()],
+                _ if ins.is_jcc_short_or_near() => vec![ins.near_branch_target(), ins.next_ip()],
+                _ if ins.flow_control() == iced_x86::FlowControl::Next => vec![ins.next_ip()],
+                _ => break,
+            };
+            let mut best: Option<(u32, Arc<Block>)> = None;
+            for t in ways {
+                if t & !0xfff != page || rips.contains(&t) {
+                    continue;
+                }
+                let k = BlockKey {
+                    phys: (key.phys & !0xfff) | (t & 0xfff),
+                    rip: t,
+                    bitness: 64,
+                    cut: 0,
+                };
+                let Some(e) = self.entry(&k) else {
+                    continue;
+                };
+                let n = e.block.insns.len();
+                let in_page = e
+                    .block
+                    .insns
+                    .last()
+                    .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
+                let warm = e.count.saturating_mul(4) >= self.config.threshold;
+                if warm
+                    && n > 0
+                    && in_page
+                    && insns + n <= BASE_TRACE_INSNS
+                    && best.as_ref().is_none_or(|(c, _)| e.count > *c)
+                    && e.valid(ram)
+                    && crate::base::covers(&e.block)
+                {
+                    best = Some((e.count, e.block.clone()));
+                }
+            }
+            let Some((_, b)) = best else {
+                break;
+            };
+            insns += b.insns.len();
+            rips.push(b.key().rip);
+            out.push(b.clone());
+            cur = b;
+        }
+        out
+    }
+
     /// Where an indirect JMP in the code page of `key` may go, for a region: the blocks of
     /// that page (same physical page, same linear page) in the cache, most often run first
     /// (then by address, so the order is deterministic). The region keeps those that pass its
@@ -986,13 +1078,19 @@ impl Jit {
         let region = self.region_of(key, ram);
         let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
         let looped = crate::region::is_loop(&blocks);
+        let trace = if allow_base && self.config.baseline && blocks.len() == 1 && !looped {
+            self.base_trace(key, &region[0], ram)
+        } else {
+            Vec::new()
+        };
+        let trace: Vec<&Block> = trace.iter().map(|b| &**b).collect();
         let t0 = Instant::now();
         let compiled = self.compiler.compile(
             &blocks,
             self.config.keep_ir,
             self.config.native,
             looped,
-            allow_base,
+            allow_base.then_some(&trace[..]),
             ram.bytes().as_ptr() as u64,
         );
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
@@ -1008,6 +1106,9 @@ impl Jit {
                 self.stats.region_edges += c.stats.edges as u64;
                 self.stats.dyn_folds += c.stats.dyn_folds as u64;
                 self.stats.baseline += c.baseline as u64;
+                if c.baseline {
+                    self.stats.traced += c.stats.blocks.saturating_sub(1) as u64;
+                }
                 e.tier = Tier::Pending(c.id);
                 let extra = CompiledExtra {
                     _region: region.iter().skip(1).cloned().collect(),

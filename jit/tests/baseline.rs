@@ -163,6 +163,7 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
         let mut reader = a.create_label();
         let mut writer = a.create_label();
         let mut mover = a.create_label();
+        let mut mread = a.create_label();
         let mut back = a.create_label();
         a.mov(ecx, 300)?;
         a.xor(r8d, r8d)?;
@@ -193,6 +194,16 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
         a.jmp(back)?;
         a.set_label(&mut mover)?;
         a.mov(rsi, r8)?;
+        a.jmp(mread)?;
+        // A reader after a block that never touches the flags: with traces, the two blocks
+        // are one function whose entry must fold the record for the second.
+        a.set_label(&mut mread)?;
+        a.setp(al)?;
+        a.sets(dl)?;
+        a.movzx(eax, al)?;
+        a.add(r12, rax)?;
+        a.movzx(edx, dl)?;
+        a.add(r12, rdx)?;
         a.jmp(back)?;
         a.set_label(&mut back)?;
         a.mov(rdi, rcx)?;
@@ -204,13 +215,16 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
         a.pop(rdx)?;
         a.hlt()
     });
-    // Also with promotions after 7 runs: a baseline function leaving at its entry for its
-    // promotion leaves the incoming record to the dispatcher.
-    for promote in [0, 7] {
+    // Also with promotions after 7 runs (a baseline function leaving at its entry for its
+    // promotion leaves the incoming record to the dispatcher), and with traces (compiled
+    // after 8 runs, so that successors are in the cache).
+    for (promote, threshold, base_trace) in [(0, 1, 1), (7, 1, 1), (0, 8, 4)] {
         let config = JitConfig {
             region_blocks: 1,
             promote,
             promote_min_insns: 0,
+            threshold,
+            base_trace,
             ..baseline()
         };
         let (_, jit, exit) = compare(&code, &slices(), config, &|_| {});
@@ -219,6 +233,12 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
         assert_eq!(
             jit.stats.promoted >= 3,
             promote > 0,
+            "{}",
+            jit.stats.summary()
+        );
+        assert_eq!(
+            jit.stats.traced > 0,
+            base_trace > 1,
             "{}",
             jit.stats.summary()
         );
@@ -527,4 +547,98 @@ fn indirect_jumps_and_calls_match_the_interpreter() {
     // f runs for the 15 even counts (and jumps to g); g 30 + 30 + 30 times.
     assert_eq!((m.gpr(reg::R12), m.gpr(reg::R13)), (15, 2 * 90));
     assert!(jit.stats.baseline >= 4, "{}", jit.stats.summary());
+}
+
+/// The program of [`traces_match_the_interpreter`]: a function whose first block goes on,
+/// by the way its Jcc takes most often, to a block that jumps back into the middle of the
+/// first one (a block that starts inside another: the same guest instructions twice in one
+/// trace), to a block a CALL reaches, with memory accesses and flags pending across the
+/// blocks.
+fn trace_program() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut f = a.create_label();
+        let mut inner = a.create_label();
+        let mut low = a.create_label();
+        let mut mid = a.create_label();
+        let mut g = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(ecx, 200)?;
+        a.xor(r12d, r12d)?;
+        a.set_label(&mut top)?;
+        a.mov(edi, ecx)?;
+        a.call(f)?;
+        a.add(r12, rax)?;
+        a.dec(ecx)?;
+        a.jne(top)?;
+        a.jmp(done)?;
+        a.set_label(&mut f)?;
+        a.mov(esi, 3)?;
+        a.set_label(&mut inner)?;
+        a.mov(eax, edi)?;
+        a.and(eax, 7)?;
+        a.add(eax, esi)?;
+        a.cmp(eax, 4)?;
+        a.jbe(low)?;
+        a.add(dword_ptr(rbx), eax)?;
+        a.dec(esi)?;
+        a.jg(inner)?;
+        a.lea(eax, qword_ptr(rax + rdi * 2))?;
+        a.jmp(mid)?;
+        a.set_label(&mut low)?;
+        a.sub(eax, 5)?;
+        a.mov(dword_ptr(rbx + 8), eax)?;
+        a.set_label(&mut mid)?;
+        a.xor(eax, edi)?;
+        a.call(g)?;
+        a.add(eax, 1)?;
+        a.ret()?;
+        a.set_label(&mut g)?;
+        a.imul_3(eax, eax, 3)?;
+        a.setc(dl)?;
+        a.movzx(edx, dl)?;
+        a.add(eax, edx)?;
+        a.ret()?;
+        a.set_label(&mut done)?;
+        a.mov(r13, qword_ptr(rbx))?;
+        a.mov(r14, qword_ptr(rbx + 8))?;
+        a.hlt()
+    })
+}
+
+/// Baseline traces (a block compiled together with the blocks it goes on to) leave the
+/// interpreter's state, memory and count at every budget slice, with traces and without;
+/// the budget check between a trace's blocks stops exactly where the interpreter would.
+#[test]
+fn traces_match_the_interpreter() {
+    let code = trace_program();
+    for base_trace in [1, 2, 4] {
+        let config = JitConfig {
+            // Later than the first run, so that a block's successors are in the cache (and
+            // warm) when it is compiled.
+            threshold: 8,
+            base_trace,
+            ..baseline()
+        };
+        let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert_eq!(
+            jit.stats.traced > 0,
+            base_trace > 1,
+            "{}",
+            jit.stats.summary()
+        );
+        assert!(m.gpr(reg::R13) != 0 && m.gpr(reg::R14) != 0);
+    }
+    let mut m = common::machine(&code, &|_| {});
+    let mut v = Verify::new(JitConfig {
+        threshold: 8,
+        ..baseline()
+    });
+    let e = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(ran_to_hlt(&e), "{e:?}");
+    assert!(v.jit.stats.traced > 0, "{}", v.jit.stats.summary());
 }

@@ -133,6 +133,14 @@ impl Emit {
         self.a.assemble(0)
     }
 
+    /// Add a guest instruction renamed for the host (`h`, a copy of the guest's), without its
+    /// guest IP: the assembler wants distinct IPs, and a trace may hold one guest instruction
+    /// twice (a block that starts inside another).
+    pub fn host_insn(&mut self, mut h: iced_x86::Instruction) -> Result<(), IcedError> {
+        h.set_ip(0);
+        self.a.add_instruction(h)
+    }
+
     pub fn start_insn(&mut self, i: usize, d: &DecodedInsn) {
         self.k = i as u64;
         self.ip = d.ins.ip();
@@ -392,6 +400,12 @@ impl Emit {
     /// interpreter runs it): registers are in memory, captured flags awaiting their merge
     /// (in R10) are merged into RFLAGS there, RIP and the count are in the exit word.
     pub fn defer_label(&mut self) -> Result<CodeLabel, IcedError> {
+        self.leave_label(ret::STOP | ret::DEFER)
+    }
+
+    /// A cold exit that leaves before the current instruction with `status` in its exit word
+    /// ([`Emit::defer_label`]'s, or `DISPATCH`): flags and MXCSR merged as there.
+    fn leave_label(&mut self, status: u64) -> Result<CodeLabel, IcedError> {
         let mut l = self.a.create_label();
         let (ip, k) = (self.ip, self.k);
         let (pending, record_live, mx) = (self.pending, self.record_live, self.mx);
@@ -403,9 +417,27 @@ impl Emit {
             if mx {
                 super::simd::merge_mxcsr(a)?;
             }
-            exit_word(a, ret::STOP | ret::DEFER, ip, k)
+            exit_word(a, status, ip, k)
         });
         Ok(l)
+    }
+
+    /// Going on from one block of a trace (see `base::compile`) to the next, whose first
+    /// instruction is the current one and which ends `upto` instructions into the function:
+    /// the budget check a chained jump would make (`retired + upto <= region_end`, as a
+    /// jump between the blocks of a region checks it), else back to the dispatcher before
+    /// this instruction. Captured flags stay pending across (the exit merges them).
+    pub fn next_part(&mut self, upto: u64) -> Result<(), IcedError> {
+        // R8/R9's last access is forgotten: one probe per block keeps the reasoning local.
+        self.last = None;
+        self.len = upto;
+        self.a.mov(r11, qword_ptr(rdi + Frame::STATE_TO_RETIRED))?;
+        self.a.add(r11, upto as i32)?;
+        self.a.cmp(r11, qword_ptr(rsi + Frame::OFF_REGION_END))?;
+        let back = self.leave_label(ret::DISPATCH)?;
+        self.a.ja(back)?;
+        self.host = HostFlags::Stale;
+        Ok(())
     }
 
     // ----- exits -----

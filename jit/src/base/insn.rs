@@ -115,9 +115,9 @@ pub fn dead_flags(insns: &[DecodedInsn]) -> Vec<bool> {
 }
 
 /// The first way `insns` touch the flags.
-pub fn first_flag_use(insns: &[DecodedInsn]) -> FlagUse {
+pub fn first_flag_use<'a>(insns: impl IntoIterator<Item = &'a DecodedInsn>) -> FlagUse {
     insns
-        .iter()
+        .into_iter()
         .map(|d| flag_use(&d.ins))
         .find(|&u| u != FlagUse::None)
         .unwrap_or(FlagUse::None)
@@ -313,6 +313,77 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
     Ok(())
 }
 
+/// Does `ins`, the last instruction of a block, go on to `next` without leaving the block's
+/// function when the baseline tier compiles the block followed by the one at `next` (a
+/// trace, see `base::compile`): a JMP or CALL to it, a Jcc either way of which is it (the
+/// other way exits), or an instruction that falls through to it (a block cut by its
+/// length).
+pub fn leads_to(ins: &Instruction, next: u64) -> bool {
+    match ins.code() {
+        Code::Jmp_rel8_64 | Code::Jmp_rel32_64 | Code::Call_rel32_64 => {
+            ins.near_branch_target() == next
+        }
+        _ if ins.is_jcc_short_or_near() => {
+            ins.near_branch_target() == next || ins.next_ip() == next
+        }
+        _ => ins.flow_control() == iced_x86::FlowControl::Next && ins.next_ip() == next,
+    }
+}
+
+/// Emit `d`, the last instruction of a trace's block, which goes on to the next block at
+/// `next` ([`leads_to`] holds): a JMP nothing, a CALL its push, a Jcc the exit of its other
+/// way (the way to `next` jumps over it), any other instruction itself.
+pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Result<(), IcedError> {
+    let ins = &d.ins;
+    match ins.code() {
+        Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => Ok(()),
+        Code::Call_rel32_64 => {
+            let ret_ip = e.next_ip;
+            push(e, move |e| e.a.mov(rax, ret_ip))
+        }
+        _ if ins.is_jcc_short_or_near() => {
+            let c = ins.condition_code();
+            e.flags_for(reads_carry(c))?;
+            let before = e.branch_state();
+            let (on, other) = if ins.near_branch_target() == next {
+                (c, ins.next_ip())
+            } else {
+                (negated(c), ins.near_branch_target())
+            };
+            let mut cont = e.a.create_label();
+            jump_if(&mut e.a, on, cont)?;
+            e.exit_const(other)?;
+            e.restore(before);
+            e.a.set_label(&mut cont)
+        }
+        _ => emit(e, d, false, dead),
+    }
+}
+
+/// The condition that holds exactly when `c` does not.
+fn negated(c: ConditionCode) -> ConditionCode {
+    use ConditionCode::*;
+    match c {
+        o => no,
+        no => o,
+        b => ae,
+        ae => b,
+        e => ne,
+        ne => e,
+        be => a,
+        a => be,
+        s => ns,
+        ns => s,
+        p => np,
+        np => p,
+        l => ge,
+        ge => l,
+        le => g,
+        g => le,
+        None => None,
+    }
+}
+
 /// The target of JMP/CALL r/m64 into `dst` (RCX or RDX): from its register, or loaded
 /// through the probe; a non-canonical one leaves for the interpreter (#GP at the branch).
 fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Result<(), IcedError> {
@@ -357,7 +428,7 @@ fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
     // Every status flag replaced: an earlier capture is dropped unmerged.
     e.replace_pending();
     e.load_reg(rax, reg::RAX)?;
-    e.a.add_instruction(h)?;
+    e.host_insn(h)?;
     if dead {
         e.host = super::emit::HostFlags::Stale;
     } else {
@@ -548,7 +619,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         e.a.pop(r11)?;
         e.a.and(r11d, OF)?;
     }
-    e.a.add_instruction(h)?;
+    e.host_insn(h)?;
     match masks {
         Some(_) if dead => e.host = super::emit::HostFlags::Stale,
         Some((set, clear)) => e.capture(set, clear)?,

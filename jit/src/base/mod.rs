@@ -108,15 +108,54 @@ pub fn covers(block: &Block) -> bool {
         .all(|(i, d)| insn::covers(&d.ins, i == last))
 }
 
-/// Compile `block` (which [`covers`] accepts). `Err` names what the assembler refused.
-pub fn compile(block: &Block, t: &BaseTarget) -> Result<BaseCode, String> {
+/// Compile `block` (which [`covers`] accepts), and after it the blocks of `trace` when there
+/// are any: a *trace* is a chain of blocks of the same page, each the one its predecessor's
+/// last instruction goes on to ([`insn::leads_to`]: the way a Jcc takes most often, a JMP or
+/// CALL target, a fall-through), compiled as one function. Going from one to the next costs
+/// a budget check instead of an exit, a hop and an entry (docs/jit.md, "Baseline traces");
+/// captured flags stay pending across. The function is entered only at `block`, whose
+/// length is the one its callers check the budget for; each later block checks that the
+/// budget covers it before it runs, else leaves for the dispatcher. `Err` names what the
+/// assembler refused, or a trace whose blocks do not follow one another.
+pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCode, String> {
+    let page = |b: &Block| (b.key().phys >> 12, b.key().rip >> 12);
+    if let Some(b) = trace.iter().find(|b| page(b) != page(block) || !covers(b)) {
+        return Err(format!(
+            "trace: the block at {:#x} is not one of this page the tier covers",
+            b.key().rip
+        ));
+    }
     let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
-    entry(&mut e, block).map_err(|e| e.to_string())?;
-    let n = block.insns.len();
-    let dead = insn::dead_flags(&block.insns);
-    for (i, d) in block.insns.iter().enumerate() {
-        e.start_insn(i, d);
-        insn::emit(&mut e, d, i + 1 == n, dead[i]).map_err(|err| format!("{}: {err}", d.ins))?;
+    let parts: Vec<&Block> = core::iter::once(block)
+        .chain(trace.iter().copied())
+        .collect();
+    entry(&mut e, block, &parts).map_err(|e| e.to_string())?;
+    let mut before = 0u64;
+    for (p, part) in parts.iter().enumerate() {
+        let next = parts.get(p + 1).map(|b| b.key().rip);
+        let n = part.insns.len();
+        if p > 0 {
+            let first = part.insns.first().ok_or("an empty block in a trace")?;
+            e.start_insn(before as usize, first);
+            e.next_part(before + n as u64).map_err(|e| e.to_string())?;
+        }
+        // Per block: the way on to the next one is a barrier for the flags, as an exit is.
+        let dead = insn::dead_flags(&part.insns);
+        for (i, d) in part.insns.iter().enumerate() {
+            e.start_insn(before as usize + i, d);
+            let last = i + 1 == n;
+            let r = match next {
+                Some(next) if last => {
+                    if !insn::leads_to(&d.ins, next) {
+                        return Err(format!("trace: {} does not go on to {next:#x}", d.ins));
+                    }
+                    insn::emit_to_next(&mut e, d, next, dead[i])
+                }
+                _ => insn::emit(&mut e, d, last, dead[i]),
+            };
+            r.map_err(|err| format!("{}: {err}", d.ins))?;
+        }
+        before += n as u64;
     }
     let links = core::mem::take(&mut e.new_links);
     let bytes = e.finish().map_err(|e| e.to_string())?;
@@ -124,8 +163,9 @@ pub fn compile(block: &Block, t: &BaseTarget) -> Result<BaseCode, String> {
 }
 
 /// The entry: the skip test, the entry check, and the incoming flag record's fold when the
-/// block reads a flag before writing them all.
-fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
+/// block — or a later block of its trace (`parts`), if it does not touch the flags — reads a
+/// flag before writing them all.
+fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError> {
     let (off, vpn, want) = chain::exec_tlb_expect(block, e.ram_base);
     let own = chain::block_check(block);
     let mut body = e.a.create_label();
@@ -171,7 +211,9 @@ fn entry(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
             emit::exit_word(a, ret::PROMOTE, rip, 0)
         });
     }
-    match insn::first_flag_use(&block.insns) {
+    // (Over the whole trace: a first block that never touches the flags leaves the record
+    // to the next one.)
+    match insn::first_flag_use(parts.iter().flat_map(|b| &b.insns)) {
         insn::FlagUse::Read => fold_incoming(e)?,
         insn::FlagUse::None | insn::FlagUse::Overwrite => e.record_live = true,
     }

@@ -626,7 +626,7 @@ pub fn emit(e: &mut Emit, ins: &Instruction, f: Form, dead: bool) -> Result<(), 
             dest = Some(Dest::Vec(off));
         }
     }
-    e.a.add_instruction(h)?;
+    e.host_insn(h)?;
     if f.flags {
         if dead {
             e.host = super::emit::HostFlags::Stale;
