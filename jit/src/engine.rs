@@ -931,7 +931,8 @@ impl Jit {
     /// The blocks a baseline function for the entry `key` (whose block is `first`) goes on
     /// to, in order (see `crate::base::compile`): from each block, the one its last
     /// instruction leads to without leaving — a JMP or CALL target, the way of a Jcc whose
-    /// block has run more often, the fall-through of a block cut by its length — while that
+    /// block has run more often, the fall-through of a block cut by its length, the return
+    /// site of a CALL earlier in the trace after a RET — while that
     /// block is in the cache, of the same page, valid, warm (as for regions), covered by the
     /// tier and not yet in the trace; at most `config.base_trace` blocks in all, together
     /// at most [`BASE_TRACE_INSNS`] instructions.
@@ -944,15 +945,26 @@ impl Jit {
         let mut rips = vec![key.rip];
         let mut insns = first.insns.len();
         let mut cur = first.clone();
+        // The return sites of the trace's CALLs not yet matched by a RET.
+        let mut calls: Vec<u64> = Vec::new();
         while out.len() + 1 < self.config.base_trace {
             let Some(d) = cur.insns.last() else {
                 break;
             };
             let ins = &d.ins;
             let ways = match ins.code() {
-                iced_x86::Code::Jmp_rel8_64
-                | iced_x86::Code::Jmp_rel32_64
-                | iced_x86::Code::Call_rel32_64 => vec![ins.near_branch_target()],
+                iced_x86::Code::Call_rel32_64 => {
+                    calls.push(ins.next_ip());
+                    vec![ins.near_branch_target()]
+                }
+                // Back to the return site of the CALL the trace made (checked at run time).
+                iced_x86::Code::Retnq => match calls.pop() {
+                    Some(site) => vec![site],
+                    None => break,
+                },
+                iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64 => {
+                    vec![ins.near_branch_target()]
+                }
                 _ if ins.is_jcc_short_or_near() => vec![ins.near_branch_target(), ins.next_ip()],
                 _ if ins.flow_control() == iced_x86::FlowControl::Next => vec![ins.next_ip()],
                 _ => break,

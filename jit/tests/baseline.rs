@@ -552,8 +552,9 @@ fn indirect_jumps_and_calls_match_the_interpreter() {
 /// The program of [`traces_match_the_interpreter`]: a function whose first block goes on,
 /// by the way its Jcc takes most often, to a block that jumps back into the middle of the
 /// first one (a block that starts inside another: the same guest instructions twice in one
-/// trace), to a block a CALL reaches, with memory accesses and flags pending across the
-/// blocks.
+/// trace), to a block a CALL reaches and from its RET back to the return site, with memory
+/// accesses and flags pending across the blocks; and a function that mostly returns
+/// elsewhere than to its return site (a trace's RET check failing).
 fn trace_program() -> Vec<u8> {
     TestMachine::assemble(|a| {
         let mut top = a.create_label();
@@ -562,6 +563,9 @@ fn trace_program() -> Vec<u8> {
         let mut low = a.create_label();
         let mut mid = a.create_label();
         let mut g = a.create_label();
+        let mut h = a.create_label();
+        let mut redirect = a.create_label();
+        let mut skipped = a.create_label();
         let mut done = a.create_label();
         a.mov(rbx, DATA_BASE)?;
         a.mov(ecx, 200)?;
@@ -570,9 +574,22 @@ fn trace_program() -> Vec<u8> {
         a.mov(edi, ecx)?;
         a.call(f)?;
         a.add(r12, rax)?;
+        // h returns here one time in four, else to `skipped` (the address on the stack is
+        // not the return site a trace through h expects).
+        a.call(h)?;
+        a.add(r12, 1000)?;
+        a.set_label(&mut skipped)?;
         a.dec(ecx)?;
         a.jne(top)?;
         a.jmp(done)?;
+        a.set_label(&mut h)?;
+        a.test(cl, 3)?;
+        a.jnz(redirect)?;
+        a.ret()?;
+        a.set_label(&mut redirect)?;
+        a.lea(rax, qword_ptr(skipped))?;
+        a.mov(qword_ptr(rsp), rax)?;
+        a.ret()?;
         a.set_label(&mut f)?;
         a.mov(esi, 3)?;
         a.set_label(&mut inner)?;

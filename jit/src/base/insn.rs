@@ -326,17 +326,41 @@ pub fn leads_to(ins: &Instruction, next: u64) -> bool {
         _ if ins.is_jcc_short_or_near() => {
             ins.near_branch_target() == next || ins.next_ip() == next
         }
+        // Checked at run time: the return address popped must be `next`.
+        Code::Retnq => true,
         _ => ins.flow_control() == iced_x86::FlowControl::Next && ins.next_ip() == next,
     }
 }
 
 /// Emit `d`, the last instruction of a trace's block, which goes on to the next block at
 /// `next` ([`leads_to`] holds): a JMP nothing, a CALL its push, a Jcc the exit of its other
-/// way (the way to `next` jumps over it), any other instruction itself.
+/// way (the way to `next` jumps over it), a RET its pop and, when the return address is not
+/// `next` (the return site of a CALL earlier in the trace), the exit there; any other
+/// instruction itself.
 pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Result<(), IcedError> {
     let ins = &d.ins;
     match ins.code() {
         Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => Ok(()),
+        Code::Retnq => {
+            e.access_at(reg::RSP, 0, false, 8)?;
+            e.a.mov(rcx, qword_ptr(r9))?;
+            e.a.mov(rax, next)?;
+            e.a.cmp(rcx, rax)?;
+            e.host = super::emit::HostFlags::Stale;
+            let before = e.branch_state();
+            let mut same = e.a.create_label();
+            e.a.je(same)?;
+            canonical_or_defer(e, rcx)?;
+            e.a.lea(r8, qword_ptr(r8 + 8))?;
+            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
+            e.exit_dyn()?;
+            e.restore(before);
+            e.a.set_label(&mut same)?;
+            e.a.lea(r11, qword_ptr(r8 + 8))?;
+            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
+            e.reg_moved(reg::RSP, 8);
+            Ok(())
+        }
         Code::Call_rel32_64 => {
             let ret_ip = e.next_ip;
             push(e, move |e| e.a.mov(rax, ret_ip))
