@@ -877,7 +877,6 @@ impl Jit {
         if key.bitness != 64 || self.config.region_blocks <= 1 {
             return out;
         }
-        let page = key.rip & !0xfff;
         let mut rips = vec![key.rip];
         let mut insns = entry.block.insns.len();
         let mut i = 0;
@@ -892,33 +891,14 @@ impl Jit {
                 if out.len() >= self.config.region_blocks {
                     return self.region_shape(out);
                 }
-                if t & !0xfff != page || rips.contains(&t) {
+                if rips.contains(&t) {
                     continue;
                 }
-                let k = BlockKey {
-                    phys: (key.phys & !0xfff) | (t & 0xfff),
-                    rip: t,
-                    bitness: 64,
-                    cut: 0,
-                };
-                let Some(e) = self.entry(&k) else {
+                let Some(e) = self.warm_neighbour(key, t, ram) else {
                     continue;
                 };
                 let n = e.block.insns.len();
-                let in_page = e
-                    .block
-                    .insns
-                    .last()
-                    .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
-                // Only blocks that ran often enough to matter (not cold error paths).
-                let warm = e.count.saturating_mul(4) >= self.config.threshold;
-                if e.key.bitness == 64
-                    && warm
-                    && n > 0
-                    && in_page
-                    && insns + n <= self.config.region_insns
-                    && e.valid(ram)
-                {
+                if insns + n <= self.config.region_insns {
                     insns += n;
                     out.push(e.block.clone());
                     rips.push(t);
@@ -941,7 +921,6 @@ impl Jit {
         if key.bitness != 64 || self.config.base_trace <= 1 || !crate::base::covers(first) {
             return out;
         }
-        let page = key.rip & !0xfff;
         let mut rips = vec![key.rip];
         let mut insns = first.insns.len();
         let mut cur = first.clone();
@@ -971,31 +950,14 @@ impl Jit {
             };
             let mut best: Option<(u32, Arc<Block>)> = None;
             for t in ways {
-                if t & !0xfff != page || rips.contains(&t) {
+                if rips.contains(&t) {
                     continue;
                 }
-                let k = BlockKey {
-                    phys: (key.phys & !0xfff) | (t & 0xfff),
-                    rip: t,
-                    bitness: 64,
-                    cut: 0,
-                };
-                let Some(e) = self.entry(&k) else {
+                let Some(e) = self.warm_neighbour(key, t, ram) else {
                     continue;
                 };
-                let n = e.block.insns.len();
-                let in_page = e
-                    .block
-                    .insns
-                    .last()
-                    .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
-                let warm = e.count.saturating_mul(4) >= self.config.threshold;
-                if warm
-                    && n > 0
-                    && in_page
-                    && insns + n <= BASE_TRACE_INSNS
+                if insns + e.block.insns.len() <= BASE_TRACE_INSNS
                     && best.as_ref().is_none_or(|(c, _)| e.count > *c)
-                    && e.valid(ram)
                     && crate::base::covers(&e.block)
                 {
                     best = Some((e.count, e.block.clone()));
@@ -1010,6 +972,31 @@ impl Jit {
             cur = b;
         }
         out
+    }
+
+    /// The cache entry of the block at `t` when a region or trace around the entry `key` may
+    /// take it: in the same code page (same physical page), 64-bit, not empty, ending inside
+    /// the page, still valid, and warm — run at least a quarter of the threshold times (not a
+    /// cold error path).
+    fn warm_neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam) -> Option<&Entry> {
+        let page = key.rip & !0xfff;
+        if t & !0xfff != page {
+            return None;
+        }
+        let e = self.entry(&BlockKey {
+            phys: (key.phys & !0xfff) | (t & 0xfff),
+            rip: t,
+            bitness: 64,
+            cut: 0,
+        })?;
+        let in_page = e
+            .block
+            .insns
+            .last()
+            .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
+        let warm = e.count.saturating_mul(4) >= self.config.threshold;
+        (e.key.bitness == 64 && warm && !e.block.insns.is_empty() && in_page && e.valid(ram))
+            .then_some(e)
     }
 
     /// Where an indirect JMP in the code page of `key` may go, for a region: the blocks of
