@@ -85,6 +85,13 @@ fn program(vex: bool) -> Vec<u8> {
         a.add(eax, edx)?;
         a.movups(xmmword_ptr(rbx + 72), xmm3)?;
         a.andpd(xmm4, xmm2)?;
+        // Zero and all-ones idioms (iced: the destination only written, but the renamed
+        // form reads it), then a destination only written.
+        a.pxor(xmm6, xmm6)?;
+        a.pcmpeqd(xmm7, xmm7)?;
+        a.psubd(xmm6, xmm7)?;
+        a.movdqu(xmmword_ptr(rbx + 128), xmm6)?;
+        a.movaps(xmm7, xmm2)?;
         a.cvtsd2ss(xmm5, xmm2)?;
         a.movd(r8d, xmm5)?;
         if vex {

@@ -591,6 +591,7 @@ pub fn emit(e: &mut Emit, ins: &Instruction, f: Form, dead: bool) -> Result<(), 
     }
     let mut dest = None;
     let mut wide = false;
+    let only_written = writes0 && only_writes_first(ins);
     for op in 0..ins.op_count() {
         if ins.op_kind(op) != OpKind::Register {
             continue;
@@ -612,14 +613,19 @@ pub fn emit(e: &mut Emit, ins: &Instruction, f: Form, dead: bool) -> Result<(), 
             h.set_op_register(op, renamed);
             continue;
         }
-        // A vector register: loaded even as a destination (legacy forms keep its upper
-        // bits, scalar forms its upper lanes).
+        // A vector register: loaded, also as a destination the instruction reads or only
+        // partly writes (legacy forms keep its upper bits, scalar forms its upper lanes);
+        // not as one it only writes (a legacy write leaves the upper YMM half in memory,
+        // which the 128-bit store back keeps; a VEX one zeroes it in the host register,
+        // which the 256-bit store writes back).
         let off = vec_off(r);
         wide |= r.is_ymm();
-        match (vex, r.is_ymm()) {
-            (false, _) => e.a.movdqu(xmm(op), xmmword_ptr(rdi + off))?,
-            (true, false) => e.a.vmovdqu(xmm(op), xmmword_ptr(rdi + off))?,
-            (true, true) => e.a.vmovdqu(ymm(op), ymmword_ptr(rdi + off))?,
+        if op > 0 || !only_written {
+            match (vex, r.is_ymm()) {
+                (false, _) => e.a.movdqu(xmm(op), xmmword_ptr(rdi + off))?,
+                (true, false) => e.a.vmovdqu(xmm(op), xmmword_ptr(rdi + off))?,
+                (true, true) => e.a.vmovdqu(ymm(op), ymmword_ptr(rdi + off))?,
+            }
         }
         h.set_op_register(op, host_vec(op, r));
         if op == 0 && writes0 {
@@ -651,6 +657,22 @@ pub fn emit(e: &mut Emit, ins: &Instruction, f: Form, dead: bool) -> Result<(), 
         e.a.vzeroupper()?;
     }
     Ok(())
+}
+
+/// Does `ins` only write its first operand, a vector register (neither read it nor merge
+/// into it), by iced's operand access? Not when another operand is the same register: iced
+/// calls `pxor xmm1, xmm1` a pure write (its result does not depend on the value), but
+/// renamed, the two operands are two host registers, both of which must hold the value.
+fn only_writes_first(ins: &Instruction) -> bool {
+    let first = ins.op0_register();
+    let same = (1..ins.op_count())
+        .any(|k| ins.op_kind(k) == OpKind::Register && ins.op_register(k) == first);
+    !same
+        && ins.op0_kind() == OpKind::Register
+        && iced_x86::InstructionInfoFactory::new()
+            .info(ins)
+            .op0_access()
+            == iced_x86::OpAccess::Write
 }
 
 enum Dest {
