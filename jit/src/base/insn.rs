@@ -284,10 +284,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rcx, qword_ptr(r9))?;
-            canonical_or_defer(e, rcx)?;
-            e.a.lea(r8, qword_ptr(r8 + 8))?;
-            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
-            e.exit_dyn()?;
+            ret_exit(e)?;
         }
         Code::Jmp_rm64 => {
             indirect_target(e, ins, rcx)?;
@@ -350,10 +347,7 @@ pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Res
             let before = e.branch_state();
             let mut same = e.a.create_label();
             e.a.je(same)?;
-            canonical_or_defer(e, rcx)?;
-            e.a.lea(r8, qword_ptr(r8 + 8))?;
-            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
-            e.exit_dyn()?;
+            ret_exit(e)?;
             e.restore(before);
             e.a.set_label(&mut same)?;
             e.a.lea(r11, qword_ptr(r8 + 8))?;
@@ -365,23 +359,37 @@ pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Res
             let ret_ip = e.next_ip;
             push(e, move |e| e.a.mov(rax, ret_ip))
         }
-        _ if ins.is_jcc_short_or_near() => {
-            let c = ins.condition_code();
-            e.flags_for(reads_carry(c))?;
-            let before = e.branch_state();
-            let (on, other) = if ins.near_branch_target() == next {
-                (c, ins.next_ip())
-            } else {
-                (negated(c), ins.near_branch_target())
-            };
-            let mut cont = e.a.create_label();
-            jump_if(&mut e.a, on, cont)?;
-            e.exit_const(other)?;
-            e.restore(before);
-            e.a.set_label(&mut cont)
-        }
+        _ if ins.is_jcc_short_or_near() => jcc_toward(e, ins, next),
         _ => emit(e, d, false, dead),
     }
+}
+
+/// The rest of a RET whose return address is in RCX and whose pop read it through R8/R9
+/// (`access_at` RSP): a non-canonical address leaves for the interpreter (#GP at the RET),
+/// else RSP moves past it and the block exits there.
+fn ret_exit(e: &mut Emit) -> Result<(), IcedError> {
+    canonical_or_defer(e, rcx)?;
+    e.a.lea(r8, qword_ptr(r8 + 8))?;
+    e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
+    e.exit_dyn()
+}
+
+/// A Jcc one of whose ways, `toward` (its target or its next instruction), the code after
+/// it goes on with: the exit of the other way, jumped over on the way `toward`.
+fn jcc_toward(e: &mut Emit, ins: &Instruction, toward: u64) -> Result<(), IcedError> {
+    let c = ins.condition_code();
+    e.flags_for(reads_carry(c))?;
+    let before = e.branch_state();
+    let (on, other) = if ins.near_branch_target() == toward {
+        (c, ins.next_ip())
+    } else {
+        (negated(c), ins.near_branch_target())
+    };
+    let mut cont = e.a.create_label();
+    jump_if(&mut e.a, on, cont)?;
+    e.exit_const(other)?;
+    e.restore(before);
+    e.a.set_label(&mut cont)
 }
 
 /// The condition that holds exactly when `c` does not.
@@ -504,16 +512,9 @@ fn reads_carry(c: ConditionCode) -> bool {
     matches!(c, b | ae | be | a)
 }
 
-/// Jcc: both ways leave the block.
+/// Jcc: both ways leave the block (the taken way's exit after the other's).
 fn jcc(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
-    let c = ins.condition_code();
-    e.flags_for(reads_carry(c))?;
-    let before = e.branch_state();
-    let mut taken = e.a.create_label();
-    jump_if(&mut e.a, c, taken)?;
-    e.exit_const(e.next_ip)?;
-    e.restore(before);
-    e.a.set_label(&mut taken)?;
+    jcc_toward(e, ins, ins.near_branch_target())?;
     e.exit_const(ins.near_branch_target())
 }
 

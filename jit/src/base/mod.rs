@@ -111,9 +111,9 @@ pub fn covers(block: &Block) -> bool {
 /// Compile `block` (which [`covers`] accepts), and after it the blocks of `trace` when there
 /// are any: a *trace* is a chain of blocks of the same page, each the one its predecessor's
 /// last instruction goes on to ([`insn::leads_to`]: the way a Jcc takes most often, a JMP or
-/// CALL target, a fall-through), compiled as one function. Going from one to the next costs
-/// a budget check instead of an exit, a hop and an entry (docs/jit.md, "Baseline traces");
-/// captured flags stay pending across. The function is entered only at `block`, whose
+/// CALL target, a fall-through, a RET's expected return site), compiled as one function.
+/// Going from one to the next costs a budget check instead of an exit, a hop and an entry
+/// (docs/jit.md, "Baseline tier", Traces); captured flags stay pending across. The function is entered only at `block`, whose
 /// length is the one its callers check the budget for; each later block checks that the
 /// budget covers it before it runs, else leaves for the dispatcher. `Err` names what the
 /// assembler refused, or a trace whose blocks do not follow one another.

@@ -78,12 +78,9 @@ pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     let mut miss = a.create_label();
-    a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
-    a.jne(miss)?;
-    jump_if_linked(&mut a, miss, back)?;
-    a.set_label(&mut miss)?;
-    dyn_refill(&mut a, back)?;
-    back_to_dispatcher(&mut a, &mut back)?;
+    // The same code a baseline indirect exit makes inline.
+    own_linked_jump(&mut a, true, miss, back)?;
+    own_linked_jump_ends(&mut a, &mut miss, &mut back, None)?;
     a.assemble(0)
 }
 
