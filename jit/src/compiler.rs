@@ -84,6 +84,9 @@ pub struct Compiler {
     promote_after: u32,
     /// Blocks shorter than this are never promoted.
     promote_min: usize,
+    /// Set by the engine for one compile: a baseline function that is never promoted (a
+    /// floating-point loop, see `JitConfig::fp_loops_base`).
+    pub no_promote: bool,
     counters: base::RunCounters,
 }
 
@@ -347,6 +350,7 @@ impl Compiler {
             use_base: false,
             promote_after: 0,
             promote_min: 0,
+            no_promote: false,
             counters: base::RunCounters::default(),
         }
     }
@@ -388,6 +392,7 @@ impl Compiler {
         // A baseline function of at least `promote_min` instructions counts its runs (and
         // needs a counter for it: without one left, Cranelift takes the block).
         let promote = (self.promote_after > 0
+            && !self.no_promote
             && blocks
                 .first()
                 .is_some_and(|b| b.insns.len() >= self.promote_min))

@@ -67,6 +67,13 @@ pub struct JitConfig {
     /// takes is compiled together with up to this many minus one blocks of its page that
     /// it goes on to, one after the other (1: single blocks).
     pub base_trace: usize,
+    /// A loop whose blocks do SSE/AVX floating-point arithmetic and whose entry block the
+    /// baseline tier covers is compiled there (the entry block and its trace), and never
+    /// promoted, instead of as a Cranelift loop region: the baseline code runs the guest's
+    /// floating-point instructions on the host with the host's MXCSR collecting their flags,
+    /// where the lifted code checks every operand and result (`lift::sse_fp`); measured in
+    /// docs/jit.md ("Floating-point loops").
+    pub fp_loops_base: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -101,6 +108,7 @@ impl Default for JitConfig {
             promote: 50_000,
             promote_min_insns: 8,
             base_trace: 4,
+            fp_loops_base: true,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -129,6 +137,9 @@ pub struct JitStats {
     /// Baseline functions compiled again by Cranelift after `JitConfig::promote` runs (also
     /// counted in `compiled`).
     pub promoted: u64,
+    /// Floating-point loops compiled by the baseline tier (`JitConfig::fp_loops_base`), of
+    /// `baseline`.
+    pub fp_loops: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
     pub compile_ns: u64,
     /// Machine-code bytes compiled.
@@ -227,11 +238,12 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
             self.traced,
             self.promoted,
+            self.fp_loops,
             self.region_blocks,
             self.region_edges,
             self.member_entries,
@@ -471,7 +483,7 @@ impl Jit {
     /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline`, and
     /// `LOCKSTEP_JIT_PROMOTE` (runs), `LOCKSTEP_JIT_PROMOTE_MIN` (instructions) and
     /// `LOCKSTEP_JIT_BASE_TRACE` (blocks) `config.promote`, `config.promote_min_insns` and
-    /// `config.base_trace` (host-side
+    /// `config.base_trace`, and `LOCKSTEP_JIT_FP_LOOP_BASE` (0/1) `config.fp_loops_base` (host-side
     /// tuning for measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
@@ -507,6 +519,9 @@ impl Jit {
             .and_then(|v| v.parse::<usize>().ok())
         {
             config.base_trace = n;
+        }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_FP_LOOP_BASE") {
+            config.fp_loops_base = v == "1";
         }
         if let Some(n) = std::env::var("LOCKSTEP_JIT_PROMOTE_MIN")
             .ok()
@@ -1074,9 +1089,19 @@ impl Jit {
             return Compile::PageFull;
         }
         *n += 1;
-        let region = self.region_of(key, ram);
+        let mut region = self.region_of(key, ram);
+        // A floating-point loop the baseline tier covers: its entry block there (with its
+        // trace), for good (see `JitConfig::fp_loops_base`).
+        let fp_loop = allow_base
+            && self.config.fp_loops_base
+            && self.config.baseline
+            && self.config.native
+            && fp_loop(&region);
+        if fp_loop {
+            region.truncate(1);
+        }
         let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
-        let looped = crate::region::is_loop(&blocks);
+        let looped = crate::region::is_loop(&blocks) && !fp_loop;
         let trace = if allow_base && self.config.baseline && blocks.len() == 1 && !looped {
             self.base_trace(key, &region[0], ram)
         } else {
@@ -1084,6 +1109,7 @@ impl Jit {
         };
         let trace: Vec<&Block> = trace.iter().map(|b| &**b).collect();
         let t0 = Instant::now();
+        self.compiler.no_promote = fp_loop;
         let compiled = self.compiler.compile(
             &blocks,
             self.config.keep_ir,
@@ -1092,6 +1118,7 @@ impl Jit {
             allow_base.then_some(&trace[..]),
             ram.bytes().as_ptr() as u64,
         );
+        self.compiler.no_promote = false;
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
         let i = *self.index.get(key).expect("entry present") as usize;
         let e = &mut self.entries[i];
@@ -1107,6 +1134,7 @@ impl Jit {
                 self.stats.baseline += c.baseline as u64;
                 if c.baseline {
                     self.stats.traced += c.stats.blocks.saturating_sub(1) as u64;
+                    self.stats.fp_loops += fp_loop as u64;
                 }
                 e.tier = Tier::Pending(c.id);
                 let extra = CompiledExtra {
@@ -1176,6 +1204,11 @@ impl Jit {
         }
         if let Compile::Done = self.compile_entry(&key, ctx.ram, false) {
             self.stats.promoted += 1;
+            // At once: the baseline function runs chained, so no dispatch would count the
+            // wait (`maybe_finalize`) up for it.
+            if !self.pending.is_empty() {
+                self.finalize_batch();
+            }
         }
     }
 
@@ -1187,6 +1220,11 @@ impl Jit {
         if self.pending.len() < self.config.batch.max(1) && !waited {
             return;
         }
+        self.finalize_batch();
+    }
+
+    /// Finalise the waiting batch and make its functions callable.
+    fn finalize_batch(&mut self) {
         let t0 = Instant::now();
         if let Err(msg) = self.compiler.finalize() {
             // Nothing of this module can be trusted: start over.
@@ -1230,6 +1268,19 @@ impl Jit {
             self.compiler.unlink(&made);
         }
     }
+}
+
+/// Is `region` (the region search's blocks, entry first) a loop through its entry that does
+/// SSE/AVX floating-point arithmetic, with an entry block the baseline tier covers?
+fn fp_loop(region: &[Arc<Block>]) -> bool {
+    let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
+    crate::base::covers(blocks[0])
+        && crate::region::is_loop(&blocks)
+        && blocks.iter().any(|b| {
+            b.insns
+                .iter()
+                .any(|d| crate::base::simd::fp(d.ins.mnemonic()))
+        })
 }
 
 /// Host-side diagnostics (`LOCKSTEP_JIT_DUMP_CODE=<dir>`): write a finalised function's

@@ -659,3 +659,75 @@ fn traces_match_the_interpreter() {
     assert!(ran_to_hlt(&e), "{e:?}");
     assert!(v.jit.stats.traced > 0, "{}", v.jit.stats.summary());
 }
+
+/// Floating-point loops of one block (which the baseline tier takes, `fp_loops_base`): the
+/// jump back to the block's start goes on inside the function, the count moving on by the
+/// block's length and the budget checked per round; MXCSR collects PE, and ZE raised in one
+/// round in the middle, exactly as the interpreter raises them (at every budget slice, and
+/// with the loops run whole). The third loop's INC leaves CF to the
+/// incoming flag record, so its jump back leaves (the record is still live).
+fn fp_loop_program() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut l1 = a.create_label();
+        let mut l2 = a.create_label();
+        let mut l3 = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(eax, 3)?;
+        a.cvtsi2sd(xmm3, eax)?;
+        a.xorps(xmm0, xmm0)?;
+        a.mov(ecx, 60)?;
+        a.set_label(&mut l1)?;
+        a.cvtsi2sd(xmm1, ecx)?;
+        a.movapd(xmm2, xmm3)?;
+        a.divsd(xmm2, xmm1)?;
+        a.addsd(xmm0, xmm2)?;
+        a.xor(rdx, rcx)?;
+        a.sub(ecx, 1)?;
+        a.jnz(l1)?;
+        // Division by ecx - 20: ZE in one round in the middle (compiled by then); each
+        // quotient stored.
+        a.mov(ecx, 40)?;
+        a.set_label(&mut l2)?;
+        a.lea(eax, qword_ptr(rcx - 20))?;
+        a.cvtsi2sd(xmm1, eax)?;
+        a.movapd(xmm2, xmm3)?;
+        a.divsd(xmm2, xmm1)?;
+        a.movsd_2(qword_ptr(rbx + rcx * 8), xmm2)?;
+        a.mulsd(xmm0, xmm3)?;
+        a.dec(ecx)?;
+        a.jnz(l2)?;
+        a.mov(edx, 0xf0)?;
+        a.set_label(&mut l3)?;
+        a.addsd(xmm0, xmm2)?;
+        a.inc(dl)?;
+        a.jnz(l3)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn one_block_fp_loops_match_the_interpreter() {
+    let code = fp_loop_program();
+    for (base_trace, slices) in [(1, slices()), (4, slices()), (1, vec![1 << 20])] {
+        let config = JitConfig {
+            threshold: 8,
+            base_trace,
+            ..baseline()
+        };
+        let (m, jit, exit) = compare(&code, &slices, config, &|_| {});
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert!(jit.stats.fp_loops >= 2, "{}", jit.stats.summary());
+        // PE and ZE collected.
+        assert_eq!(m.cpu.state.mxcsr & 0x3f, 0x24, "{:#x}", m.cpu.state.mxcsr);
+    }
+    let mut m = common::machine(&code, &|_| {});
+    let mut v = Verify::new(JitConfig {
+        threshold: 8,
+        ..baseline()
+    });
+    let e = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(ran_to_hlt(&e), "{e:?}");
+    assert!(v.jit.stats.fp_loops >= 2, "{}", v.jit.stats.summary());
+}

@@ -88,6 +88,10 @@ pub struct Emit {
     /// The host's MXCSR holds the flags raised since the block's first floating-point
     /// instruction: every exit from here merges them (`simd::merge_mxcsr`).
     pub mx: bool,
+    /// While the function's first block is emitted, when it jumps back to its own start (a
+    /// loop of one block): its RIP and the label after the function's entry where such a
+    /// jump goes on without leaving ([`Emit::exit_const`]).
+    pub loop_top: Option<(u64, CodeLabel)>,
 }
 
 impl Emit {
@@ -117,6 +121,7 @@ impl Emit {
             sse_ok: false,
             avx_ok: false,
             mx: false,
+            loop_top: None,
         })
     }
 
@@ -430,6 +435,7 @@ impl Emit {
     pub fn next_part(&mut self, upto: u64) -> Result<(), IcedError> {
         // R8/R9's last access is forgotten: one probe per block keeps the reasoning local.
         self.last = None;
+        self.loop_top = None;
         self.len = upto;
         self.a.mov(r11, qword_ptr(rdi + Frame::STATE_TO_RETIRED))?;
         self.a.add(r11, upto as i32)?;
@@ -442,9 +448,16 @@ impl Emit {
 
     // ----- exits -----
 
-    /// The block's end, to the constant `target` after all its instructions.
+    /// The block's end, to the constant `target` after all its instructions: back to the top
+    /// of a one-block loop (see [`Emit::loop_top`]) when the incoming flag record is gone,
+    /// else a chained exit.
     pub fn exit_const(&mut self, target: u64) -> Result<(), IcedError> {
         self.flush()?;
+        if let Some((rip, top)) = self.loop_top {
+            if rip == target && !self.record_live {
+                return self.loop_back(rip, top);
+            }
+        }
         self.merge_mxcsr()?;
         self.count()?;
         self.a.mov(rcx, target)?;
@@ -465,6 +478,29 @@ impl Emit {
                 self.a.jmp(rax)
             }
         }
+    }
+
+    /// The jump back to the top of a one-block loop (flags merged): the count moves on by the
+    /// block's length, and the next round runs when the budget covers it (`retired + len <=
+    /// region_end`, as a trace's next block checks), else the dispatcher takes over at the
+    /// block's start. The host's MXCSR keeps collecting the loop's flags (the exits merge
+    /// them).
+    fn loop_back(&mut self, rip: u64, top: CodeLabel) -> Result<(), IcedError> {
+        self.count()?;
+        self.a.add(r9, self.len as i32)?;
+        self.a.cmp(r9, qword_ptr(rsi + Frame::OFF_REGION_END))?;
+        let mut out = self.a.create_label();
+        self.a.ja(out)?;
+        self.a.jmp(top)?;
+        let mx = self.mx;
+        self.later(move |a| {
+            a.set_label(&mut out)?;
+            if mx {
+                super::simd::merge_mxcsr(a)?;
+            }
+            exit_word(a, ret::DISPATCH, rip, 0)
+        });
+        Ok(())
     }
 
     /// The jump through the link at R8 made here rather than in the shared link stub

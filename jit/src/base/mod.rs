@@ -130,6 +130,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         .chain(trace.iter().copied())
         .collect();
     entry(&mut e, block, &parts).map_err(|e| e.to_string())?;
+    loop_top(&mut e, block).map_err(|e| e.to_string())?;
     let mut before = 0u64;
     for (p, part) in parts.iter().enumerate() {
         let next = parts.get(p + 1).map(|b| b.key().rip);
@@ -217,6 +218,40 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
         insn::FlagUse::Read => fold_incoming(e)?,
         insn::FlagUse::None | insn::FlagUse::Overwrite => e.record_live = true,
     }
+    Ok(())
+}
+
+/// For a block whose last instruction can jump back to its start (JMP or Jcc): the top of
+/// the loop, after the entry, where that jump goes on (see `Emit::exit_const`). A block that
+/// does floating-point arithmetic sets up the host's MXCSR before the top (once per entry,
+/// not per round: `simd::default_mxcsr`).
+fn loop_top(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
+    let rip = block.key().rip;
+    let (Some(first), Some(last)) = (block.insns.first(), block.insns.last()) else {
+        return Ok(());
+    };
+    let jumps_back = (last.ins.is_jcc_short_or_near()
+        || matches!(
+            last.ins.code(),
+            iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64
+        ))
+        && last.ins.near_branch_target() == rip;
+    if !jumps_back {
+        return Ok(());
+    }
+    if block
+        .insns
+        .iter()
+        .any(|d| simd::form(&d.ins).is_some() && simd::fp(d.ins.mnemonic()))
+    {
+        e.start_insn(0, first);
+        simd::default_mxcsr(e)?;
+    }
+    // (A label goes on the next instruction, which may already carry the entry's.)
+    e.a.nop()?;
+    let mut top = e.a.create_label();
+    e.a.set_label(&mut top)?;
+    e.loop_top = Some((rip, top));
     Ok(())
 }
 

@@ -276,7 +276,7 @@ fn plain_vex(m: Mnemonic) -> bool {
 }
 
 /// The floating-point instructions (legacy and VEX): they depend on MXCSR and raise its flags.
-fn fp(m: Mnemonic) -> bool {
+pub fn fp(m: Mnemonic) -> bool {
     use Mnemonic::*;
     matches!(
         m,
@@ -719,7 +719,7 @@ fn usable(e: &mut Emit, vex: bool) -> Result<(), IcedError> {
 /// The block's first floating-point instruction: the guest's MXCSR must be the default
 /// environment (else the block leaves before it), and the host's MXCSR is set to it with no
 /// flag raised; from here on every exit merges the host's flags ([`merge_mxcsr`]).
-fn default_mxcsr(e: &mut Emit) -> Result<(), IcedError> {
+pub(super) fn default_mxcsr(e: &mut Emit) -> Result<(), IcedError> {
     if e.mx {
         return Ok(());
     }
