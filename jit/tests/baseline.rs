@@ -320,9 +320,9 @@ fn reused_tlb_hits_stop_at_page_boundaries() {
 #[test]
 fn every_condition_after_every_producer_matches_the_interpreter() {
     for size in [1u8, 2, 4, 8] {
-        for op in 0..19 {
+        for op in 0..23 {
             if op >= 15 && size == 1 {
-                continue; // (no 8-bit IMUL with two operands)
+                continue; // (no 8-bit IMUL with two operands, SHLD or SHRD)
             }
             let code = TestMachine::assemble(|a| {
                 let (x, y) = match size {
@@ -390,10 +390,10 @@ enum Operand {
 use Operand::*;
 
 impl Operand {
-    /// `self op= other` for op 0..19: ADD, SUB, CMP, AND, OR, XOR, TEST, NEG/INC/DEC, ADC, SBB,
+    /// `self op= other` for op 0..23: ADD, SUB, CMP, AND, OR, XOR, TEST, NEG/INC/DEC, ADC, SBB,
     /// shifts by constants (SHL 1, SHL 5, SHR 7, SAR 1, SAR 9: OF above a count of 1 is the
     /// interpreter's, not the host's), IMUL with two and three operands, MUL and IMUL with one
-    /// (SF and PF likewise).
+    /// (SF and PF likewise), SHLD and SHRD by 1 and by more (16-bit ones are not the tier's).
     fn op(&self, a: &mut CodeAssembler, other: Operand, op: u8) -> Result<(), IcedError> {
         macro_rules! run {
             (@imul yes, $x:expr, $y:expr) => {
@@ -405,6 +405,17 @@ impl Operand {
             };
             (@imul no, $x:expr, $y:expr) => {
                 unreachable!("no 8-bit IMUL with two operands")
+            };
+            (@shd yes, $x:expr, $y:expr) => {
+                match op {
+                    19 => a.shld($x, $y, 1),
+                    20 => a.shld($x, $y, 13),
+                    21 => a.shrd($x, $y, 1),
+                    _ => a.shrd($x, $y, 29),
+                }
+            };
+            (@shd no, $x:expr, $y:expr) => {
+                unreachable!("no 8-bit SHLD or SHRD")
             };
             ($x:expr, $y:expr, $imul:tt) => {
                 match op {
@@ -425,6 +436,7 @@ impl Operand {
                     15 | 16 => run!(@imul $imul, $x, $y),
                     17 => a.mul($y),
                     18 => a.imul($y),
+                    19..=22 => run!(@shd $imul, $x, $y),
                     _ => {
                         a.inc($x)?;
                         a.neg($y)?;
@@ -445,7 +457,8 @@ impl Operand {
 
 /// Shifts of memory operands by constants (the read-modify-write through `[R9]`, OF of a
 /// count above 1 taken from a shift by 1 of the operand read first), their flags read in the
-/// same block and, through RFLAGS, in the next; ADC, MUL and IMUL with memory operands.
+/// same block and, through RFLAGS, in the next; ADC, MUL and IMUL with memory operands; SHLD
+/// and SHRD of memory operands.
 #[test]
 fn shifts_of_memory_operands_match_the_interpreter() {
     for value in [
@@ -481,6 +494,12 @@ fn shifts_of_memory_operands_match_the_interpreter() {
             a.sets(cl)?;
             a.imul(dword_ptr(rbx))?;
             a.setp(sil)?;
+            a.shld(dword_ptr(rbx), eax, 11)?;
+            a.seto(dil)?;
+            a.shrd(qword_ptr(rbx + 8), rdx, 1)?;
+            a.setc(bpl)?;
+            a.shrd(qword_ptr(rbx + 8), rax, 37)?;
+            a.seto(r15b)?;
             let mut end = a.create_label();
             a.jmp(end)?;
             a.set_label(&mut end)?;
@@ -730,4 +749,53 @@ fn one_block_fp_loops_match_the_interpreter() {
         .unwrap_or_else(|d| panic!("{d}"));
     assert!(ran_to_hlt(&e), "{e:?}");
     assert!(v.jit.stats.fp_loops >= 2, "{}", v.jit.stats.summary());
+}
+
+/// CBW, CWDE, CDQE within RAX and CWD, CDQ, CQO into RDX, with the sign bit of each width set
+/// and clear, keep the untouched bits of their registers as the interpreter does.
+#[test]
+fn sign_extensions_match_the_interpreter() {
+    for value in [
+        0u64,
+        0x80,
+        0x7f,
+        0x8000,
+        0xffff_7fff,
+        0x8000_0000,
+        0x1234_5678_8000_0000,
+        0x8000_0000_0000_0000,
+    ] {
+        let code = TestMachine::assemble(|a| {
+            let mut next = a.create_label();
+            a.jmp(next)?;
+            a.set_label(&mut next)?;
+            a.mov(rbx, rax)?;
+            a.cbw()?;
+            a.mov(r8, rax)?;
+            a.mov(rax, rbx)?;
+            a.cwde()?;
+            a.mov(r9, rax)?;
+            a.mov(rax, rbx)?;
+            a.cdqe()?;
+            a.mov(r10, rax)?;
+            a.mov(rax, rbx)?;
+            a.cwd()?;
+            a.mov(r11, rdx)?;
+            a.cdq()?;
+            a.mov(r12, rdx)?;
+            a.cqo()?;
+            a.mov(r13, rdx)?;
+            let mut end = a.create_label();
+            a.jmp(end)?;
+            a.set_label(&mut end)?;
+            a.hlt()
+        });
+        let setup = move |m: &mut TestMachine| {
+            m.cpu.state.gpr[reg::RAX] = value;
+            m.cpu.state.gpr[reg::RDX] = 0x5555_aaaa_5555_aaaa;
+        };
+        let (_, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert!(jit.stats.baseline >= 1, "{}", jit.stats.summary());
+    }
 }

@@ -48,6 +48,9 @@ fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
         // as for a count of 1 ([`shift_of_fix`], which puts it in the capture).
         Sar if shift_count(ins) > 1 => (STATUS & !AF & !OF, STATUS),
         Shl | Shr | Sar => (STATUS & !AF, STATUS),
+        // SHLD/SHRD by a non-zero constant (`covers`): AF is 0, OF for a count above 1 the
+        // interpreter's, as for a count of 1 ([`shift_of_fix`]).
+        Shld | Shrd => (STATUS & !AF, STATUS),
         _ => return None,
     })
 }
@@ -60,16 +63,24 @@ fn wide(ins: &Instruction) -> bool {
 /// A covered shift's count (masked as the hardware masks it).
 fn shift_count(ins: &Instruction) -> u32 {
     let mask = if wide(ins) { 63 } else { 31 };
-    match ins.op1_kind() {
+    // SHLD/SHRD: the count is the third operand.
+    let kind = if ins.op_count() == 3 {
+        ins.op2_kind()
+    } else {
+        ins.op1_kind()
+    };
+    match kind {
         OpKind::Immediate8 => ins.immediate8() as u32 & mask,
         // The D1 forms: a count of 1 (iced gives it as an 8-bit immediate too).
         _ => 1,
     }
 }
 
-/// Does the instruction's host OF need the interpreter's value (SHL/SHR by more than 1)?
+/// Does the instruction's host OF need the interpreter's value (SHL/SHR/SHLD/SHRD by more
+/// than 1)?
 fn shift_of_fix(ins: &Instruction) -> bool {
-    matches!(ins.mnemonic(), Mnemonic::Shl | Mnemonic::Shr) && shift_count(ins) > 1
+    use Mnemonic::*;
+    matches!(ins.mnemonic(), Shl | Shr | Shld | Shrd) && shift_count(ins) > 1
 }
 
 fn flag_use(ins: &Instruction) -> FlagUse {
@@ -228,7 +239,13 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Shr_rm32_1
         | Code::Shr_rm64_1
         | Code::Sar_rm32_1
-        | Code::Sar_rm64_1 => return shift_count(ins) != 0,
+        | Code::Sar_rm64_1
+        | Code::Shld_rm32_r32_imm8
+        | Code::Shld_rm64_r64_imm8
+        | Code::Shrd_rm32_r32_imm8
+        | Code::Shrd_rm64_r64_imm8 => return shift_count(ins) != 0,
+        // Sign extensions within RAX, or of RAX into RDX.
+        Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => return true,
         Code::Imul_r32_rm32
         | Code::Imul_r64_rm64
         | Code::Imul_r32_rm32_imm8
@@ -299,6 +316,9 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.exit_dyn()?;
         }
         Code::Mul_rm32 | Code::Mul_rm64 | Code::Imul_rm32 | Code::Imul_rm64 => mul(e, ins, dead)?,
+        Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => {
+            sign_extend(e, ins)?
+        }
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
         _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
         _ => rename(e, ins, dead)?,
@@ -639,7 +659,14 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             e.a.mov(rcx, rax)?;
         }
         let reg = if wide { Register::RCX } else { Register::ECX };
-        e.a.add_instruction(Instruction::with2(ins.code(), reg, 1u32)?)?;
+        let by_one = if ins.op_count() == 3 {
+            // SHLD/SHRD: the source is in RDX's family already.
+            let src = if wide { Register::RDX } else { Register::EDX };
+            Instruction::with3(ins.code(), reg, src, 1u32)?
+        } else {
+            Instruction::with2(ins.code(), reg, 1u32)?
+        };
+        e.a.add_instruction(by_one)?;
         e.a.pushfq()?;
         e.a.pop(r11)?;
         e.a.and(r11d, OF)?;
@@ -667,6 +694,25 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             None => e.reg_written(g),
         }
     }
+    Ok(())
+}
+
+/// CBW/CWDE/CDQE (within RAX) and CWD/CDQ/CQO (RAX's sign into RDX): the host's own on the
+/// guest's registers; a 16-bit result keeps the rest of its register.
+fn sign_extend(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    e.load_reg(rax, reg::RAX)?;
+    let into_rdx = matches!(ins.code(), Code::Cwd | Code::Cdq | Code::Cqo);
+    if ins.code() == Code::Cwd {
+        e.load_reg(rdx, reg::RDX)?;
+    }
+    e.host_insn(*ins)?;
+    let (g, host) = if into_rdx {
+        (reg::RDX, rdx)
+    } else {
+        (reg::RAX, rax)
+    };
+    e.store_reg(g, host, 8)?;
+    e.reg_written(g);
     Ok(())
 }
 
