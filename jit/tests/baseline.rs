@@ -320,9 +320,9 @@ fn reused_tlb_hits_stop_at_page_boundaries() {
 #[test]
 fn every_condition_after_every_producer_matches_the_interpreter() {
     for size in [1u8, 2, 4, 8] {
-        for op in 0..23 {
+        for op in 0..26 {
             if op >= 15 && size == 1 {
-                continue; // (no 8-bit IMUL with two operands, SHLD or SHRD)
+                continue; // (no 8-bit IMUL with two operands, SHLD, SHRD, TZCNT, ...)
             }
             let code = TestMachine::assemble(|a| {
                 let (x, y) = match size {
@@ -390,10 +390,11 @@ enum Operand {
 use Operand::*;
 
 impl Operand {
-    /// `self op= other` for op 0..23: ADD, SUB, CMP, AND, OR, XOR, TEST, NEG/INC/DEC, ADC, SBB,
+    /// `self op= other` for op 0..26: ADD, SUB, CMP, AND, OR, XOR, TEST, NEG/INC/DEC, ADC, SBB,
     /// shifts by constants (SHL 1, SHL 5, SHR 7, SAR 1, SAR 9: OF above a count of 1 is the
     /// interpreter's, not the host's), IMUL with two and three operands, MUL and IMUL with one
-    /// (SF and PF likewise), SHLD and SHRD by 1 and by more (16-bit ones are not the tier's).
+    /// (SF and PF likewise), SHLD and SHRD by 1 and by more (16-bit ones are not the tier's),
+    /// TZCNT, LZCNT and POPCNT.
     fn op(&self, a: &mut CodeAssembler, other: Operand, op: u8) -> Result<(), IcedError> {
         macro_rules! run {
             (@imul yes, $x:expr, $y:expr) => {
@@ -411,11 +412,14 @@ impl Operand {
                     19 => a.shld($x, $y, 1),
                     20 => a.shld($x, $y, 13),
                     21 => a.shrd($x, $y, 1),
-                    _ => a.shrd($x, $y, 29),
+                    22 => a.shrd($x, $y, 29),
+                    23 => a.tzcnt($x, $y),
+                    24 => a.lzcnt($x, $y),
+                    _ => a.popcnt($x, $y),
                 }
             };
             (@shd no, $x:expr, $y:expr) => {
-                unreachable!("no 8-bit SHLD or SHRD")
+                unreachable!("no 8-bit SHLD, SHRD, TZCNT, LZCNT or POPCNT")
             };
             ($x:expr, $y:expr, $imul:tt) => {
                 match op {
@@ -436,7 +440,7 @@ impl Operand {
                     15 | 16 => run!(@imul $imul, $x, $y),
                     17 => a.mul($y),
                     18 => a.imul($y),
-                    19..=22 => run!(@shd $imul, $x, $y),
+                    19..=25 => run!(@shd $imul, $x, $y),
                     _ => {
                         a.inc($x)?;
                         a.neg($y)?;

@@ -28,10 +28,11 @@ pub enum FlagUse {
 /// AF, which logic operations clear.
 const AF: u32 = flags::AF as u32;
 
-/// OF, SF, PF.
+/// OF, SF, PF, ZF.
 const OF: u32 = flags::OF as u32;
 const SF: u32 = flags::SF as u32;
 const PF: u32 = flags::PF as u32;
+const ZF: u32 = flags::ZF as u32;
 
 /// The flags a renamed instruction takes from the host, and the flags it replaces.
 fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
@@ -51,6 +52,10 @@ fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
         // SHLD/SHRD by a non-zero constant (`covers`): AF is 0, OF for a count above 1 the
         // interpreter's, as for a count of 1 ([`shift_of_fix`]).
         Shld | Shrd => (STATUS & !AF, STATUS),
+        // CF and ZF from the host (for POPCNT only ZF); the rest 0, as the interpreter has
+        // the undefined ones.
+        Tzcnt | Lzcnt => (CF | ZF, STATUS),
+        Popcnt => (ZF, STATUS),
         _ => return None,
     })
 }
@@ -246,6 +251,17 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Shrd_rm64_r64_imm8 => return shift_count(ins) != 0,
         // Sign extensions within RAX, or of RAX into RDX.
         Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => return true,
+        // Renamed, when this host has them (else the host would run TZCNT and LZCNT as BSF
+        // and BSR).
+        Code::Tzcnt_r16_rm16
+        | Code::Tzcnt_r32_rm32
+        | Code::Tzcnt_r64_rm64
+        | Code::Lzcnt_r16_rm16
+        | Code::Lzcnt_r32_rm32
+        | Code::Lzcnt_r64_rm64
+        | Code::Popcnt_r16_rm16
+        | Code::Popcnt_r32_rm32
+        | Code::Popcnt_r64_rm64 => return bit_counts_on_host(ins.mnemonic()),
         Code::Imul_r32_rm32
         | Code::Imul_r64_rm64
         | Code::Imul_r32_rm32_imm8
@@ -604,7 +620,8 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     let masks = flag_masks(ins);
     // Does the instruction read / write its first operand?
     let writes0 = !matches!(m, Cmp | Test);
-    let reads0 = !matches!(m, Mov | Movzx | Movsx | Movsxd) && !is_setcc(m);
+    let reads0 =
+        !matches!(m, Mov | Movzx | Movsx | Movsxd | Tzcnt | Lzcnt | Popcnt) && !is_setcc(m);
     let mut h = *ins;
     for op in 0..ins.op_count() {
         if ins.op_kind(op) == OpKind::Memory {
@@ -695,6 +712,23 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         }
     }
     Ok(())
+}
+
+/// Does this host run TZCNT (BMI1), LZCNT (LZCNT) and POPCNT (POPCNT)?
+fn bit_counts_on_host(m: Mnemonic) -> bool {
+    static HOST: std::sync::OnceLock<[bool; 3]> = std::sync::OnceLock::new();
+    let h = HOST.get_or_init(|| {
+        [
+            std::arch::is_x86_feature_detected!("bmi1"),
+            std::arch::is_x86_feature_detected!("lzcnt"),
+            std::arch::is_x86_feature_detected!("popcnt"),
+        ]
+    });
+    match m {
+        Mnemonic::Tzcnt => h[0],
+        Mnemonic::Lzcnt => h[1],
+        _ => h[2],
+    }
 }
 
 /// CBW/CWDE/CDQE (within RAX) and CWD/CDQ/CQO (RAX's sign into RDX): the host's own on the
