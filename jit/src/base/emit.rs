@@ -188,6 +188,20 @@ impl Emit {
         Ok(())
     }
 
+    /// Flags made in R10 by other means than a capture of the host's (a shift by CL, whose
+    /// count of 0 keeps the guest's): the whole status, awaiting its merge as a capture's.
+    /// The host's flags are not the guest's.
+    pub fn status_in_r10(&mut self) {
+        debug_assert!(self.pending.is_none(), "merge flushed before");
+        self.pending = Some((STATUS, STATUS));
+        self.host = HostFlags::Stale;
+    }
+
+    /// Is an incoming flag record still possibly in the frame?
+    pub fn record_live(&self) -> bool {
+        self.record_live
+    }
+
     /// Merge captured flags into RFLAGS (clobbers the host's flags).
     pub fn flush(&mut self) -> Result<(), IcedError> {
         let Some((set, clear)) = self.pending.take() else {

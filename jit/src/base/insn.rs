@@ -93,6 +93,10 @@ fn flag_use(ins: &Instruction) -> FlagUse {
     if super::simd::form(ins).is_some_and(|f| f.flags) {
         return FlagUse::Overwrite;
     }
+    if by_cl(ins) {
+        // A count of 0 keeps the flags: they are read.
+        return FlagUse::Read;
+    }
     match ins.mnemonic() {
         Inc | Dec | Adc | Sbb => FlagUse::Read,
         _ if flag_masks(ins).is_some() => FlagUse::Overwrite,
@@ -249,6 +253,16 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Shld_rm64_r64_imm8
         | Code::Shrd_rm32_r32_imm8
         | Code::Shrd_rm64_r64_imm8 => return shift_count(ins) != 0,
+        Code::Shl_rm32_CL
+        | Code::Shl_rm64_CL
+        | Code::Shr_rm32_CL
+        | Code::Shr_rm64_CL
+        | Code::Sar_rm32_CL
+        | Code::Sar_rm64_CL
+        | Code::Shld_rm32_r32_CL
+        | Code::Shld_rm64_r64_CL
+        | Code::Shrd_rm32_r32_CL
+        | Code::Shrd_rm64_r64_CL => return true,
         // Sign extensions within RAX, or of RAX into RDX.
         Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => return true,
         // Renamed, when this host has them (else the host would run TZCNT and LZCNT as BSF
@@ -335,6 +349,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => {
             sign_extend(e, ins)?
         }
+        _ if by_cl(ins) => shift_by_cl(e, ins, dead)?,
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
         _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
         _ => rename(e, ins, dead)?,
@@ -729,6 +744,138 @@ fn bit_counts_on_host(m: Mnemonic) -> bool {
         Mnemonic::Lzcnt => h[1],
         _ => h[2],
     }
+}
+
+/// SHL/SHR/SAR/SHLD/SHRD of a 32- or 64-bit operand by CL (the forms [`covers`] takes).
+fn by_cl(ins: &Instruction) -> bool {
+    matches!(
+        ins.code(),
+        Code::Shl_rm32_CL
+            | Code::Shl_rm64_CL
+            | Code::Shr_rm32_CL
+            | Code::Shr_rm64_CL
+            | Code::Sar_rm32_CL
+            | Code::Sar_rm64_CL
+            | Code::Shld_rm32_r32_CL
+            | Code::Shld_rm64_r64_CL
+            | Code::Shrd_rm32_r32_CL
+            | Code::Shrd_rm64_r64_CL
+    )
+}
+
+/// A shift by CL ([`by_cl`]): the host's own with the guest's RCX in RCX. A masked count of
+/// 0 changes no flag (the operand is written back unchanged, as the interpreter does), so the
+/// status the block goes on with is made in R10 at run time: RFLAGS (exact: captures before
+/// were merged, and the instruction counts as reading the flags, so an incoming record was
+/// folded) for a count of 0, else the host's with AF 0 and OF as the interpreter has it for
+/// counts above 1 (SAR's 0; the others' that of the same shift by 1 of the original operand).
+fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
+    let wide = wide(ins);
+    let mut h = *ins;
+    if ins.op0_kind() == OpKind::Memory {
+        access(e, ins, true, ins.memory_size().size() as u32)?;
+        memory_at_r9(&mut h);
+    }
+    if !dead {
+        e.flush()?;
+        if e.record_live() {
+            // (Not expected: `flag_use` makes the entry fold the record. Were it still there,
+            // the interpreter runs the instruction.)
+            let defer = e.defer_label()?;
+            return e.a.jmp(defer);
+        }
+    }
+    let size = if wide { 8 } else { 4 };
+    let dest = match ins.op0_kind() {
+        OpKind::Register => {
+            let g = gpr_ref(ins.op0_register())
+                .expect("covered: a plain GPR")
+                .index;
+            e.load_reg(rax, g)?;
+            h.set_op_register(0, host_reg(0, size));
+            Some(g)
+        }
+        _ => None,
+    };
+    let double = ins.op_count() == 3;
+    if double {
+        let g = gpr_ref(ins.op1_register())
+            .expect("covered: a plain GPR")
+            .index;
+        e.load_reg(rdx, g)?;
+        h.set_op_register(1, host_reg(1, size));
+    }
+    e.load_reg(rcx, reg::RCX)?;
+    let of_fix = !dead && ins.mnemonic() != Mnemonic::Sar;
+    if of_fix {
+        // OF of the same shift by 1 of the original operand, into R11.
+        match (dest, wide) {
+            (Some(_), _) => e.a.mov(r11, rax)?,
+            (None, true) => e.a.mov(r11, qword_ptr(r9))?,
+            (None, false) => e.a.mov(r11d, dword_ptr(r9))?,
+        }
+        let (one, src) = if wide {
+            (Register::R11, Register::RDX)
+        } else {
+            (Register::R11D, Register::EDX)
+        };
+        let code = match ins.mnemonic() {
+            Mnemonic::Shl => Code::Shl_rm64_imm8,
+            Mnemonic::Shr => Code::Shr_rm64_imm8,
+            Mnemonic::Shld => Code::Shld_rm64_r64_imm8,
+            _ => Code::Shrd_rm64_r64_imm8,
+        };
+        let code = match (code, wide) {
+            (c, true) => c,
+            (Code::Shl_rm64_imm8, false) => Code::Shl_rm32_imm8,
+            (Code::Shr_rm64_imm8, false) => Code::Shr_rm32_imm8,
+            (Code::Shld_rm64_r64_imm8, false) => Code::Shld_rm32_r32_imm8,
+            _ => Code::Shrd_rm32_r32_imm8,
+        };
+        let by_one = if double {
+            Instruction::with3(code, one, src, 1u32)?
+        } else {
+            Instruction::with2(code, one, 1u32)?
+        };
+        e.a.add_instruction(by_one)?;
+        e.a.pushfq()?;
+        e.a.pop(r11)?;
+        e.a.and(r11d, OF)?;
+    }
+    e.host_insn(h)?;
+    if dead {
+        e.host = super::emit::HostFlags::Stale;
+    } else {
+        let mut zero = e.a.create_label();
+        let mut done = e.a.create_label();
+        e.a.pushfq()?;
+        e.a.pop(r10)?;
+        e.a.and(ecx, if wide { 63 } else { 31 })?;
+        e.a.je(zero)?;
+        e.a.and(r10d, !AF)?;
+        if of_fix {
+            let mut by_one = e.a.create_label();
+            e.a.cmp(ecx, 1)?;
+            e.a.je(by_one)?;
+            e.a.and(r10d, !OF)?;
+            e.a.or(r10d, r11d)?;
+            e.a.set_label(&mut by_one)?;
+        } else {
+            e.a.and(r10d, !OF)?;
+        }
+        e.a.jmp(done)?;
+        e.a.set_label(&mut zero)?;
+        e.a.mov(r10, qword_ptr(rdi + crate::frame::OFF_RFLAGS))?;
+        e.a.set_label(&mut done)?;
+        // (A label needs an instruction after it.)
+        e.a.nop()?;
+        e.status_in_r10();
+    }
+    if let Some(g) = dest {
+        e.store_reg(g, rax, size)?;
+        e.reg_written(g);
+    }
+    Ok(())
 }
 
 /// CBW/CWDE/CDQE (within RAX) and CWD/CDQ/CQO (RAX's sign into RDX): the host's own on the
