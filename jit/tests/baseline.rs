@@ -860,3 +860,61 @@ fn shifts_by_cl_match_the_interpreter() {
         }
     }
 }
+
+/// JRCXZ and JECXZ end baseline blocks: each way leaves, the captured flags of the block merged
+/// on both; RCX zero, ECX zero with the upper half set (JECXZ taken, JRCXZ not), and neither.
+#[test]
+fn jrcxz_and_jecxz_match_the_interpreter() {
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut z1 = a.create_label();
+        let mut z2 = a.create_label();
+        let mut after1 = a.create_label();
+        let mut after2 = a.create_label();
+        let mut done = a.create_label();
+        a.mov(esi, 40)?;
+        a.set_label(&mut top)?;
+        // RCX: 0, 1 << 32 or 5 by turns.
+        a.mov(eax, esi)?;
+        a.xor(edx, edx)?;
+        a.mov(ecx, 3)?;
+        a.div(ecx)?;
+        a.mov(ecx, 5)?;
+        a.mov(rax, 1u64 << 32)?;
+        a.cmp(edx, 1)?;
+        a.cmove(rcx, rax)?;
+        a.mov(eax, 0)?;
+        a.cmp(edx, 0)?;
+        // (64-bit: a 32-bit CMOV clears the upper half even when it does not move.)
+        a.cmove(rcx, rax)?;
+        a.jmp(after1)?;
+        a.set_label(&mut after1)?;
+        a.add(r8, rsi)?;
+        a.jrcxz(z1)?;
+        a.inc(r9)?;
+        a.set_label(&mut z1)?;
+        a.sub(r10, rsi)?;
+        // JECXZ over the 3-byte INC (the assembler has no 64-bit-mode JECXZ).
+        a.db(&[0x67, 0xe3, 0x03])?;
+        a.inc(r11)?;
+        a.set_label(&mut z2)?;
+        a.jmp(after2)?;
+        a.set_label(&mut after2)?;
+        a.setc(r12b)?;
+        a.dec(esi)?;
+        a.jnz(top)?;
+        a.jmp(done)?;
+        a.set_label(&mut done)?;
+        a.hlt()
+    });
+    let config = JitConfig {
+        threshold: 4,
+        ..baseline()
+    };
+    let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    assert!(jit.stats.baseline >= 2, "{}", jit.stats.summary());
+    // JRCXZ not taken for 5 and 1 << 32, JECXZ for 5 only.
+    let (n9, n11) = (m.gpr(reg::R9), m.gpr(reg::R11));
+    assert!(n11 > 0 && n9 > n11, "{n9} {n11}");
+}

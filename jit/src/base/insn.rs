@@ -234,7 +234,9 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Jmp_rel32_64
         | Code::Retnq
         | Code::Jmp_rm64
-        | Code::Call_rm64 => return last,
+        | Code::Call_rm64
+        | Code::Jrcxz_rel8_64
+        | Code::Jecxz_rel8_64 => return last,
         // Shifts of 32- and 64-bit operands by a constant: the masked count is below the
         // width, so CF is defined; a count of 0 (which changes nothing) is left out.
         Code::Shl_rm32_imm8
@@ -351,6 +353,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         }
         _ if by_cl(ins) => shift_by_cl(e, ins, dead)?,
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
+        Code::Jrcxz_rel8_64 | Code::Jecxz_rel8_64 => jrcxz(e, ins)?,
         _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
         _ => rename(e, ins, dead)?,
     }
@@ -566,6 +569,25 @@ fn reads_carry(c: ConditionCode) -> bool {
 /// Jcc: both ways leave the block (the taken way's exit after the other's).
 fn jcc(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
     jcc_toward(e, ins, ins.near_branch_target())?;
+    e.exit_const(ins.near_branch_target())
+}
+
+/// JRCXZ/JECXZ: the guest's RCX (ECX) tested on the host, each way an exit. The host's
+/// flags are then not the guest's; captured ones stay in R10 for the exits to merge.
+fn jrcxz(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    e.load_reg(rcx, reg::RCX)?;
+    if ins.code() == Code::Jecxz_rel8_64 {
+        e.a.test(ecx, ecx)?;
+    } else {
+        e.a.test(rcx, rcx)?;
+    }
+    e.host = super::emit::HostFlags::Stale;
+    let before = e.branch_state();
+    let mut zero = e.a.create_label();
+    e.a.je(zero)?;
+    e.exit_const(ins.next_ip())?;
+    e.restore(before);
+    e.a.set_label(&mut zero)?;
     e.exit_const(ins.near_branch_target())
 }
 
