@@ -255,16 +255,7 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Shld_rm64_r64_imm8
         | Code::Shrd_rm32_r32_imm8
         | Code::Shrd_rm64_r64_imm8 => return shift_count(ins) != 0,
-        Code::Shl_rm32_CL
-        | Code::Shl_rm64_CL
-        | Code::Shr_rm32_CL
-        | Code::Shr_rm64_CL
-        | Code::Sar_rm32_CL
-        | Code::Sar_rm64_CL
-        | Code::Shld_rm32_r32_CL
-        | Code::Shld_rm64_r64_CL
-        | Code::Shrd_rm32_r32_CL
-        | Code::Shrd_rm64_r64_CL => return true,
+        _ if by_cl(ins) => return true,
         // Sign extensions within RAX, or of RAX into RDX.
         Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => return true,
         // Renamed, when this host has them (else the host would run TZCNT and LZCNT as BSF
