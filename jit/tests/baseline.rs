@@ -683,9 +683,10 @@ fn traces_match_the_interpreter() {
     assert!(v.jit.stats.traced > 0, "{}", v.jit.stats.summary());
 }
 
-/// Floating-point loops of one block (which the baseline tier takes, `fp_loops_base`): the
-/// jump back to the block's start goes on inside the function, the count moving on by the
-/// block's length and the budget checked per round; MXCSR collects PE, and ZE raised in one
+/// Floating-point loops (which the baseline tier takes, `fp_loops_base`) of one block and of
+/// four (a trace through three of them): the jump back to the function's start goes on inside
+/// the function, the count moving on by the round's instructions and the budget checked per
+/// round; MXCSR collects PE, and ZE raised in one
 /// round in the middle, exactly as the interpreter raises them (at every budget slice, and
 /// with the loops run whole). The third loop's INC leaves CF to the
 /// incoming flag record, so its jump back leaves (the record is still live).
@@ -724,6 +725,51 @@ fn fp_loop_program() -> Vec<u8> {
         a.addsd(xmm0, xmm2)?;
         a.inc(dl)?;
         a.jnz(l3)?;
+        // A loop of four blocks (a trace goes round through two of the middle ones' one).
+        let mut l4 = a.create_label();
+        let mut even = a.create_label();
+        let mut next = a.create_label();
+        a.mov(ecx, 50)?;
+        a.set_label(&mut l4)?;
+        a.cvtsi2sd(xmm1, ecx)?;
+        a.movapd(xmm2, xmm3)?;
+        a.divsd(xmm2, xmm1)?;
+        a.test(ecx, 3)?;
+        a.jz(even)?;
+        a.addsd(xmm0, xmm2)?;
+        a.jmp(next)?;
+        a.set_label(&mut even)?;
+        a.subsd(xmm0, xmm2)?;
+        a.movsd_2(qword_ptr(rbx + rcx * 8), xmm0)?;
+        a.set_label(&mut next)?;
+        a.add(rdx, rcx)?;
+        a.dec(ecx)?;
+        a.jnz(l4)?;
+        // MXCSR's flags cleared; then a loop whose first block does no floating point and a
+        // later one raises ZE in one round (a round through it must not go on to the top,
+        // where the next round's MXCSR set-up would drop the flag).
+        a.mov(dword_ptr(rbx + 0x800), 0x1f80)?;
+        a.ldmxcsr(dword_ptr(rbx + 0x800))?;
+        let mut l5 = a.create_label();
+        let mut even5 = a.create_label();
+        let mut next5 = a.create_label();
+        a.mov(ecx, 40)?;
+        a.set_label(&mut l5)?;
+        a.add(rdx, rcx)?;
+        // (The floating-point block is the frequent way: the trace from the first goes on
+        // through it.)
+        a.test(ecx, 3)?;
+        a.jz(even5)?;
+        a.lea(eax, qword_ptr(rcx - 15))?;
+        a.cvtsi2sd(xmm1, eax)?;
+        a.movapd(xmm2, xmm3)?;
+        a.divsd(xmm2, xmm1)?;
+        a.jmp(next5)?;
+        a.set_label(&mut even5)?;
+        a.xor(rdx, rcx)?;
+        a.set_label(&mut next5)?;
+        a.dec(ecx)?;
+        a.jnz(l5)?;
         a.hlt()
     })
 }

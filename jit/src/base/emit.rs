@@ -88,10 +88,13 @@ pub struct Emit {
     /// The host's MXCSR holds the flags raised since the block's first floating-point
     /// instruction: every exit from here merges them (`simd::merge_mxcsr`).
     pub mx: bool,
-    /// While the function's first block is emitted, when it jumps back to its own start (a
-    /// loop of one block): its RIP and the label after the function's entry where such a
-    /// jump goes on without leaving ([`Emit::exit_const`]).
-    pub loop_top: Option<(u64, CodeLabel)>,
+    /// When a block of the function jumps back to the function's start (a loop of one block,
+    /// or of a trace's blocks): the start's RIP, the label after the function's entry where
+    /// such a jump goes on without leaving ([`Emit::exit_const`]), and the first block's
+    /// length (the budget a round needs to start), and whether the host's MXCSR is set up
+    /// before the top (else a round that set it up leaves instead of going round: the next
+    /// round's set-up would drop the flags it collected).
+    pub loop_top: Option<(u64, CodeLabel, u64, bool)>,
 }
 
 impl Emit {
@@ -449,7 +452,6 @@ impl Emit {
     pub fn next_part(&mut self, upto: u64) -> Result<(), IcedError> {
         // R8/R9's last access is forgotten: one probe per block keeps the reasoning local.
         self.last = None;
-        self.loop_top = None;
         self.len = upto;
         self.a.mov(r11, qword_ptr(rdi + Frame::STATE_TO_RETIRED))?;
         self.a.add(r11, upto as i32)?;
@@ -463,13 +465,13 @@ impl Emit {
     // ----- exits -----
 
     /// The block's end, to the constant `target` after all its instructions: back to the top
-    /// of a one-block loop (see [`Emit::loop_top`]) when the incoming flag record is gone,
-    /// else a chained exit.
+    /// of a loop through the function's start (see [`Emit::loop_top`]) when the incoming
+    /// flag record is gone, else a chained exit.
     pub fn exit_const(&mut self, target: u64) -> Result<(), IcedError> {
         self.flush()?;
-        if let Some((rip, top)) = self.loop_top {
-            if rip == target && !self.record_live {
-                return self.loop_back(rip, top);
+        if let Some((rip, top, first_len, mx_at_top)) = self.loop_top {
+            if rip == target && !self.record_live && (mx_at_top || !self.mx) {
+                return self.loop_back(rip, top, first_len);
             }
         }
         self.merge_mxcsr()?;
@@ -494,14 +496,15 @@ impl Emit {
         }
     }
 
-    /// The jump back to the top of a one-block loop (flags merged): the count moves on by the
-    /// block's length, and the next round runs when the budget covers it (`retired + len <=
-    /// region_end`, as a trace's next block checks), else the dispatcher takes over at the
-    /// block's start. The host's MXCSR keeps collecting the loop's flags (the exits merge
+    /// The jump back to the top of a loop through the function's start (flags merged): the
+    /// count moves on by the instructions of the round (`len`: the trace's blocks so far),
+    /// and the next round runs when the budget covers the first block (`retired + first_len
+    /// <= region_end`, as a trace's next block checks its own), else the dispatcher takes
+    /// over at the start. The host's MXCSR keeps collecting the loop's flags (the exits merge
     /// them).
-    fn loop_back(&mut self, rip: u64, top: CodeLabel) -> Result<(), IcedError> {
+    fn loop_back(&mut self, rip: u64, top: CodeLabel, first_len: u64) -> Result<(), IcedError> {
         self.count()?;
-        self.a.add(r9, self.len as i32)?;
+        self.a.add(r9, first_len as i32)?;
         self.a.cmp(r9, qword_ptr(rsi + Frame::OFF_REGION_END))?;
         let mut out = self.a.create_label();
         self.a.ja(out)?;

@@ -130,7 +130,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         .chain(trace.iter().copied())
         .collect();
     entry(&mut e, block, &parts).map_err(|e| e.to_string())?;
-    loop_top(&mut e, block).map_err(|e| e.to_string())?;
+    loop_top(&mut e, &parts).map_err(|e| e.to_string())?;
     let mut before = 0u64;
     for (p, part) in parts.iter().enumerate() {
         let next = parts.get(p + 1).map(|b| b.key().rip);
@@ -221,29 +221,37 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     Ok(())
 }
 
-/// For a block whose last instruction can jump back to its start (JMP or Jcc): the top of
-/// the loop, after the entry, where that jump goes on (see `Emit::exit_const`). A block that
-/// does floating-point arithmetic sets up the host's MXCSR before the top (once per entry,
-/// not per round: `simd::default_mxcsr`).
-fn loop_top(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
+/// For a function one of whose blocks (the first, or a later one of its trace, `parts`) ends
+/// in a JMP or Jcc that can go back to the function's start: the top of the loop, after the
+/// entry, where that jump goes on (see `Emit::exit_const`). A first block that does
+/// floating-point arithmetic sets up the host's MXCSR before the top (once per entry, not
+/// per round: `simd::default_mxcsr`).
+fn loop_top(e: &mut Emit, parts: &[&Block]) -> Result<(), IcedError> {
+    let block = parts[0];
     let rip = block.key().rip;
-    let (Some(first), Some(last)) = (block.insns.first(), block.insns.last()) else {
+    let Some(first) = block.insns.first() else {
         return Ok(());
     };
-    let jumps_back = (last.ins.is_jcc_short_or_near()
-        || matches!(
-            last.ins.code(),
-            iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64
-        ))
-        && last.ins.near_branch_target() == rip;
+    let jumps_back = parts.iter().any(|b| {
+        b.insns.last().is_some_and(|last| {
+            (last.ins.is_jcc_short_or_near()
+                || matches!(
+                    last.ins.code(),
+                    iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64
+                ))
+                && last.ins.near_branch_target() == rip
+        })
+    });
     if !jumps_back {
         return Ok(());
     }
-    if block
+    // (Only for the first block's: set up for a later block's on every entry, it cost
+    // matrix 7% where rounds mostly leave before that block.)
+    let mx_at_top = block
         .insns
         .iter()
-        .any(|d| simd::form(&d.ins).is_some() && simd::fp(d.ins.mnemonic()))
-    {
+        .any(|d| simd::form(&d.ins).is_some() && simd::fp(d.ins.mnemonic()));
+    if mx_at_top {
         e.start_insn(0, first);
         simd::default_mxcsr(e)?;
     }
@@ -251,7 +259,7 @@ fn loop_top(e: &mut Emit, block: &Block) -> Result<(), IcedError> {
     e.a.nop()?;
     let mut top = e.a.create_label();
     e.a.set_label(&mut top)?;
-    e.loop_top = Some((rip, top));
+    e.loop_top = Some((rip, top, block.insns.len() as u64, mx_at_top));
     Ok(())
 }
 
