@@ -442,6 +442,12 @@ pub struct Jit {
     /// RIPs a function has been made callable for since the last flush: only links to these
     /// can hold a function that a new one replaces (see `Jit::maybe_finalize`).
     made_rips: FixedMap<u64, ()>,
+    /// The guest's MXCSR was the default environment (every exception masked, round to
+    /// nearest, no DAZ/FTZ) when the block being compiled became due: only then does a
+    /// floating-point loop go to the baseline tier, whose floating point leaves for the
+    /// interpreter under any other (the lifted code handles each such instruction in a cold
+    /// path and runs the rest).
+    mxcsr_default: bool,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -543,6 +549,7 @@ impl Jit {
             prev_slot: 0,
             page_compiles: FixedMap::default(),
             made_rips: FixedMap::default(),
+            mxcsr_default: true,
             compiler,
             chain,
             single_block: false,
@@ -776,6 +783,9 @@ impl Jit {
         // A code write noticed before this block is already reflected in the lookup above.
         ctx.cpu.smc = false;
         if due {
+            // (For `fp_loop`: the baseline tier runs floating point only under the default
+            // MXCSR environment.)
+            self.mxcsr_default = ctx.cpu.state.mxcsr & !0x3f == 0x1f80;
             self.promote(&key, ctx.ram);
         }
         // Promotion may have flushed the cache (or moved nothing): look the entry up again then.
@@ -1096,6 +1106,7 @@ impl Jit {
             && self.config.fp_loops_base
             && self.config.baseline
             && self.config.native
+            && self.mxcsr_default
             && fp_loop(&region);
         if fp_loop {
             region.truncate(1);

@@ -964,3 +964,24 @@ fn jrcxz_and_jecxz_match_the_interpreter() {
     let (n9, n11) = (m.gpr(reg::R9), m.gpr(reg::R11));
     assert!(n11 > 0 && n9 > n11, "{n9} {n11}");
 }
+
+/// Under a non-default MXCSR (round down) when they become due, the floating-point loops stay
+/// with Cranelift (the baseline tier would leave each round for the interpreter) — only the
+/// last one, after the program restores the default, goes to the tier — and all of them
+/// still match the interpreter.
+#[test]
+fn fp_loops_under_a_rounding_mode_stay_with_cranelift() {
+    let code = fp_loop_program();
+    let run = |mxcsr: u32| {
+        let config = JitConfig {
+            threshold: 8,
+            ..baseline()
+        };
+        let setup = move |m: &mut TestMachine| m.cpu.state.mxcsr = mxcsr;
+        let (_, jit, exit) = compare(&code, &[1 << 20], config, &setup);
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        jit.stats.fp_loops
+    };
+    let (default, down) = (run(0x1f80), run(0x3f80));
+    assert!(down >= 1 && down < default, "{down} {default}");
+}
