@@ -24,6 +24,7 @@
 
 mod emit;
 pub mod insn;
+mod shift;
 pub mod simd;
 
 use crate::chain;

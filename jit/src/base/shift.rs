@@ -1,0 +1,165 @@
+//! The baseline tier's shifts whose flags need more than a capture of the host's: the count
+//! of a constant shift, OF above a count of 1 (the interpreter's), and SHL/SHR/SAR/SHLD/SHRD
+//! by CL, whose count of 0 keeps every flag.
+
+use super::emit::Emit;
+use super::insn::{access, host_reg, memory_at_r9, wide, AF, OF};
+use iced_x86::code_asm::*;
+use iced_x86::{Code, Instruction, Mnemonic, OpKind, Register};
+use lockstep_interp::operand::gpr_ref;
+use lockstep_interp::state::reg;
+
+/// A covered shift's count (masked as the hardware masks it).
+pub(super) fn shift_count(ins: &Instruction) -> u32 {
+    let mask = if wide(ins) { 63 } else { 31 };
+    // SHLD/SHRD: the count is the third operand.
+    let kind = if ins.op_count() == 3 {
+        ins.op2_kind()
+    } else {
+        ins.op1_kind()
+    };
+    match kind {
+        OpKind::Immediate8 => ins.immediate8() as u32 & mask,
+        // The D1 forms: a count of 1 (iced gives it as an 8-bit immediate too).
+        _ => 1,
+    }
+}
+
+/// Does the instruction's host OF need the interpreter's value (SHL/SHR/SHLD/SHRD by more
+/// than 1)?
+pub(super) fn shift_of_fix(ins: &Instruction) -> bool {
+    use Mnemonic::*;
+    matches!(ins.mnemonic(), Shl | Shr | Shld | Shrd) && shift_count(ins) > 1
+}
+
+/// SHL/SHR/SAR/SHLD/SHRD of a 32- or 64-bit operand by CL (the forms `insn::covers` takes).
+pub(super) fn by_cl(ins: &Instruction) -> bool {
+    matches!(
+        ins.code(),
+        Code::Shl_rm32_CL
+            | Code::Shl_rm64_CL
+            | Code::Shr_rm32_CL
+            | Code::Shr_rm64_CL
+            | Code::Sar_rm32_CL
+            | Code::Sar_rm64_CL
+            | Code::Shld_rm32_r32_CL
+            | Code::Shld_rm64_r64_CL
+            | Code::Shrd_rm32_r32_CL
+            | Code::Shrd_rm64_r64_CL
+    )
+}
+
+/// A shift by CL ([`by_cl`]): the host's own with the guest's RCX in RCX. A masked count of
+/// 0 changes no flag (the operand is written back unchanged, as the interpreter does), so the
+/// status the block goes on with is made in R10 at run time: RFLAGS (exact: captures before
+/// were merged, and the instruction counts as reading the flags, so an incoming record was
+/// folded) for a count of 0, else the host's with AF 0 and OF as the interpreter has it for
+/// counts above 1 (SAR's 0; the others' that of the same shift by 1 of the original operand).
+pub(super) fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
+    let wide = wide(ins);
+    let mut h = *ins;
+    if ins.op0_kind() == OpKind::Memory {
+        access(e, ins, true, ins.memory_size().size() as u32)?;
+        memory_at_r9(&mut h);
+    }
+    if !dead {
+        e.flush()?;
+        if e.record_live() {
+            // (Not expected: `flag_use` makes the entry fold the record. Were it still there,
+            // the interpreter runs the instruction.)
+            let defer = e.defer_label()?;
+            return e.a.jmp(defer);
+        }
+    }
+    let size = if wide { 8 } else { 4 };
+    let dest = match ins.op0_kind() {
+        OpKind::Register => {
+            let g = gpr_ref(ins.op0_register())
+                .expect("covered: a plain GPR")
+                .index;
+            e.load_reg(rax, g)?;
+            h.set_op_register(0, host_reg(0, size));
+            Some(g)
+        }
+        _ => None,
+    };
+    let double = ins.op_count() == 3;
+    if double {
+        let g = gpr_ref(ins.op1_register())
+            .expect("covered: a plain GPR")
+            .index;
+        e.load_reg(rdx, g)?;
+        h.set_op_register(1, host_reg(1, size));
+    }
+    e.load_reg(rcx, reg::RCX)?;
+    let of_fix = !dead && ins.mnemonic() != Mnemonic::Sar;
+    if of_fix {
+        // OF of the same shift by 1 of the original operand, into R11.
+        match (dest, wide) {
+            (Some(_), _) => e.a.mov(r11, rax)?,
+            (None, true) => e.a.mov(r11, qword_ptr(r9))?,
+            (None, false) => e.a.mov(r11d, dword_ptr(r9))?,
+        }
+        let (one, src) = if wide {
+            (Register::R11, Register::RDX)
+        } else {
+            (Register::R11D, Register::EDX)
+        };
+        let code = match ins.mnemonic() {
+            Mnemonic::Shl => Code::Shl_rm64_imm8,
+            Mnemonic::Shr => Code::Shr_rm64_imm8,
+            Mnemonic::Shld => Code::Shld_rm64_r64_imm8,
+            _ => Code::Shrd_rm64_r64_imm8,
+        };
+        let code = match (code, wide) {
+            (c, true) => c,
+            (Code::Shl_rm64_imm8, false) => Code::Shl_rm32_imm8,
+            (Code::Shr_rm64_imm8, false) => Code::Shr_rm32_imm8,
+            (Code::Shld_rm64_r64_imm8, false) => Code::Shld_rm32_r32_imm8,
+            _ => Code::Shrd_rm32_r32_imm8,
+        };
+        let by_one = if double {
+            Instruction::with3(code, one, src, 1u32)?
+        } else {
+            Instruction::with2(code, one, 1u32)?
+        };
+        e.a.add_instruction(by_one)?;
+        e.a.pushfq()?;
+        e.a.pop(r11)?;
+        e.a.and(r11d, OF)?;
+    }
+    e.host_insn(h)?;
+    if dead {
+        e.host = super::emit::HostFlags::Stale;
+    } else {
+        let mut zero = e.a.create_label();
+        let mut done = e.a.create_label();
+        e.a.pushfq()?;
+        e.a.pop(r10)?;
+        e.a.and(ecx, if wide { 63 } else { 31 })?;
+        e.a.je(zero)?;
+        e.a.and(r10d, !AF)?;
+        if of_fix {
+            let mut by_one = e.a.create_label();
+            e.a.cmp(ecx, 1)?;
+            e.a.je(by_one)?;
+            e.a.and(r10d, !OF)?;
+            e.a.or(r10d, r11d)?;
+            e.a.set_label(&mut by_one)?;
+        } else {
+            e.a.and(r10d, !OF)?;
+        }
+        e.a.jmp(done)?;
+        e.a.set_label(&mut zero)?;
+        e.a.mov(r10, qword_ptr(rdi + crate::frame::OFF_RFLAGS))?;
+        e.a.set_label(&mut done)?;
+        // (A label needs an instruction after it.)
+        e.a.nop()?;
+        e.status_in_r10();
+    }
+    if let Some(g) = dest {
+        e.store_reg(g, rax, size)?;
+        e.reg_written(g);
+    }
+    Ok(())
+}
