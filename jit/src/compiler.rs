@@ -84,10 +84,17 @@ pub struct Compiler {
     promote_after: u32,
     /// Blocks shorter than this are never promoted.
     promote_min: usize,
-    /// Set by the engine for one compile: a baseline function that is never promoted (a
-    /// floating-point loop, see `JitConfig::fp_loops_base`).
-    pub no_promote: bool,
     counters: base::RunCounters,
+}
+
+/// What the baseline tier is given of a compile it may take ([`Compiler::compile`]).
+#[derive(Clone, Copy)]
+pub struct BaseRequest<'a> {
+    /// The blocks it compiles after the single block it takes (a trace: `base::compile`).
+    pub trace: &'a [&'a Block],
+    /// Its function counts its runs for a promotion to Cranelift (not a floating-point loop's,
+    /// see `JitConfig::fp_loops_base`).
+    pub promote: bool,
 }
 
 fn make_module(opt_level: &str) -> JITModule {
@@ -350,7 +357,6 @@ impl Compiler {
             use_base: false,
             promote_after: 0,
             promote_min: 0,
-            no_promote: false,
             counters: base::RunCounters::default(),
         }
     }
@@ -377,22 +383,22 @@ impl Compiler {
     /// [`Compiler::finalize`]). `native: false` sends every instruction through the trampoline.
     /// `looped`: the region contains a loop (compiled at the loop optimisation level).
     /// `base`: `Some` when the baseline tier may take it (not for a baseline function's
-    /// promotion), with the blocks it compiles after the single block it takes (a trace:
-    /// `base::compile`).
+    /// promotion), see [`BaseRequest`].
     pub fn compile(
         &mut self,
         blocks: &[&Block],
         keep_ir: bool,
         native: bool,
         looped: bool,
-        base: Option<&[&Block]>,
+        base: Option<BaseRequest>,
         ram_base: u64,
     ) -> Result<Compiled, String> {
-        let (allow_base, trace) = (base.is_some(), base.unwrap_or_default());
+        let allow_base = base.is_some();
+        let (trace, promotable) = base.map_or((&[][..], false), |b| (b.trace, b.promote));
         // A baseline function of at least `promote_min` instructions counts its runs (and
         // needs a counter for it: without one left, Cranelift takes the block).
         let promote = (self.promote_after > 0
-            && !self.no_promote
+            && promotable
             && blocks
                 .first()
                 .is_some_and(|b| b.insns.len() >= self.promote_min))

@@ -3,7 +3,7 @@
 //! pages' code versions, bounded) and statistics.
 
 use crate::chain::{ChainEntry, ChainTable};
-use crate::compiler::{BlockFn, Compiler};
+use crate::compiler::{BaseRequest, BlockFn, Compiler};
 use crate::frame::{ret, Frame};
 use crate::step::interp_block;
 use cranelift_module::FuncId;
@@ -442,12 +442,6 @@ pub struct Jit {
     /// RIPs a function has been made callable for since the last flush: only links to these
     /// can hold a function that a new one replaces (see `Jit::maybe_finalize`).
     made_rips: FixedMap<u64, ()>,
-    /// The guest's MXCSR was the default environment (every exception masked, round to
-    /// nearest, no DAZ/FTZ) when the block being compiled became due: only then does a
-    /// floating-point loop go to the baseline tier, whose floating point leaves for the
-    /// interpreter under any other (the lifted code handles each such instruction in a cold
-    /// path and runs the rest).
-    mxcsr_default: bool,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -549,7 +543,6 @@ impl Jit {
             prev_slot: 0,
             page_compiles: FixedMap::default(),
             made_rips: FixedMap::default(),
-            mxcsr_default: true,
             compiler,
             chain,
             single_block: false,
@@ -783,10 +776,10 @@ impl Jit {
         // A code write noticed before this block is already reflected in the lookup above.
         ctx.cpu.smc = false;
         if due {
-            // (For `fp_loop`: the baseline tier runs floating point only under the default
-            // MXCSR environment.)
-            self.mxcsr_default = ctx.cpu.state.mxcsr & !0x3f == 0x1f80;
-            self.promote(&key, ctx.ram);
+            // The baseline tier runs floating point only under the default MXCSR environment
+            // (every exception masked, round to nearest, no DAZ/FTZ): see `compile_entry`.
+            let mxcsr_default = ctx.cpu.state.mxcsr & !0x3f == 0x1f80;
+            self.promote(&key, ctx.ram, mxcsr_default);
         }
         // Promotion may have flushed the cache (or moved nothing): look the entry up again then.
         let idx = if due {
@@ -1055,8 +1048,9 @@ impl Jit {
         }
     }
 
-    /// Count one execution of the entry and move it up the tiers when due.
-    fn promote(&mut self, key: &BlockKey, ram: &GuestRam) {
+    /// Count one execution of the entry and move it up the tiers when due (`mxcsr_default`:
+    /// the guest's MXCSR is the default environment, see [`Jit::compile_entry`]).
+    fn promote(&mut self, key: &BlockKey, ram: &GuestRam, mxcsr_default: bool) {
         let threshold = self.config.threshold;
         let count = {
             let e = self.entry_mut(key).expect("entry present");
@@ -1071,24 +1065,35 @@ impl Jit {
                 self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
-            Tier::Cold if count >= threshold => match self.compile_entry(key, ram, true) {
-                Compile::Done | Compile::Flushed => {}
-                Compile::PageFull => {
-                    self.entry_mut(key).expect("entry present").tier = Tier::Failed;
-                    self.stats.smc_pages_interpreted += 1;
+            Tier::Cold if count >= threshold => {
+                match self.compile_entry(key, ram, true, mxcsr_default) {
+                    Compile::Done | Compile::Flushed => {}
+                    Compile::PageFull => {
+                        self.entry_mut(key).expect("entry present").tier = Tier::Failed;
+                        self.stats.smc_pages_interpreted += 1;
+                    }
+                    Compile::Refused => {
+                        self.entry_mut(key).expect("entry present").tier = Tier::Failed;
+                    }
                 }
-                Compile::Refused => {
-                    self.entry_mut(key).expect("entry present").tier = Tier::Failed;
-                }
-            },
+            }
             Tier::Pending(_) => self.maybe_finalize(key),
             _ => {}
         }
     }
 
     /// Compile the entry `key` with the region around it (the baseline tier only when
-    /// `allow_base`) and queue it for the next finalised batch.
-    fn compile_entry(&mut self, key: &BlockKey, ram: &GuestRam, allow_base: bool) -> Compile {
+    /// `allow_base`) and queue it for the next finalised batch. A floating-point loop goes to
+    /// the baseline tier only when `mxcsr_default`: under another MXCSR environment (DAZ/FTZ,
+    /// a rounding mode) the tier's floating point leaves for the interpreter every round,
+    /// where the lifted code handles each such instruction in a cold path and runs the rest.
+    fn compile_entry(
+        &mut self,
+        key: &BlockKey,
+        ram: &GuestRam,
+        allow_base: bool,
+        mxcsr_default: bool,
+    ) -> Compile {
         let threshold = self.config.threshold;
         if self.compiler.in_module >= self.config.max_compiled {
             self.flush();
@@ -1100,19 +1105,21 @@ impl Jit {
         }
         *n += 1;
         let mut region = self.region_of(key, ram);
+        let mut looped = crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
         // A floating-point loop the baseline tier covers: its entry block there (with its
         // trace), for good (see `JitConfig::fp_loops_base`).
-        let fp_loop = allow_base
+        let fp_loop = looped
+            && allow_base
+            && mxcsr_default
             && self.config.fp_loops_base
             && self.config.baseline
             && self.config.native
-            && self.mxcsr_default
             && fp_loop(&region);
         if fp_loop {
             region.truncate(1);
+            looped = false;
         }
         let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
-        let looped = crate::region::is_loop(&blocks) && !fp_loop;
         let trace = if allow_base && self.config.baseline && blocks.len() == 1 && !looped {
             self.base_trace(key, &region[0], ram)
         } else {
@@ -1120,16 +1127,17 @@ impl Jit {
         };
         let trace: Vec<&Block> = trace.iter().map(|b| &**b).collect();
         let t0 = Instant::now();
-        self.compiler.no_promote = fp_loop;
         let compiled = self.compiler.compile(
             &blocks,
             self.config.keep_ir,
             self.config.native,
             looped,
-            allow_base.then_some(&trace[..]),
+            allow_base.then_some(BaseRequest {
+                trace: &trace,
+                promote: !fp_loop,
+            }),
             ram.bytes().as_ptr() as u64,
         );
-        self.compiler.no_promote = false;
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
         let i = *self.index.get(key).expect("entry present") as usize;
         let e = &mut self.entries[i];
@@ -1213,7 +1221,7 @@ impl Jit {
         if !matches!(self.entries[i as usize].tier, Tier::Ready(_)) {
             return;
         }
-        if let Compile::Done = self.compile_entry(&key, ctx.ram, false) {
+        if let Compile::Done = self.compile_entry(&key, ctx.ram, false, false) {
             self.stats.promoted += 1;
             // At once: the baseline function runs chained, so no dispatch would count the
             // wait (`maybe_finalize`) up for it.
@@ -1281,13 +1289,11 @@ impl Jit {
     }
 }
 
-/// Is `region` (the region search's blocks, entry first) a loop through its entry that does
-/// SSE/AVX floating-point arithmetic, with an entry block the baseline tier covers?
+/// Does the loop `region` (the region search's blocks, entry first) do SSE/AVX
+/// floating-point arithmetic, with an entry block the baseline tier covers?
 fn fp_loop(region: &[Arc<Block>]) -> bool {
-    let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
-    crate::base::covers(blocks[0])
-        && crate::region::is_loop(&blocks)
-        && blocks.iter().any(|b| {
+    crate::base::covers(&region[0])
+        && region.iter().any(|b| {
             b.insns
                 .iter()
                 .any(|d| crate::base::simd::fp(d.ins.mnemonic()))

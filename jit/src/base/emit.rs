@@ -428,8 +428,13 @@ impl Emit {
     /// A cold exit that leaves before the current instruction with `status` in its exit word
     /// ([`Emit::defer_label`]'s, or `DISPATCH`): flags and MXCSR merged as there.
     fn leave_label(&mut self, status: u64) -> Result<CodeLabel, IcedError> {
+        self.leave_at(status, self.ip, self.k)
+    }
+
+    /// A cold exit with `status` at `ip`, `k` instructions into the function: captured flags
+    /// and MXCSR merged as at [`Emit::defer_label`]'s.
+    fn leave_at(&mut self, status: u64, ip: u64, k: u64) -> Result<CodeLabel, IcedError> {
         let mut l = self.a.create_label();
-        let (ip, k) = (self.ip, self.k);
         let (pending, record_live, mx) = (self.pending, self.record_live, self.mx);
         self.later(move |a| {
             a.set_label(&mut l)?;
@@ -506,18 +511,10 @@ impl Emit {
         self.count()?;
         self.a.add(r9, first_len as i32)?;
         self.a.cmp(r9, qword_ptr(rsi + Frame::OFF_REGION_END))?;
-        let mut out = self.a.create_label();
+        // (The count is already moved on: the next round starts from nothing.)
+        let out = self.leave_at(ret::DISPATCH, rip, 0)?;
         self.a.ja(out)?;
-        self.a.jmp(top)?;
-        let mx = self.mx;
-        self.later(move |a| {
-            a.set_label(&mut out)?;
-            if mx {
-                super::simd::merge_mxcsr(a)?;
-            }
-            exit_word(a, ret::DISPATCH, rip, 0)
-        });
-        Ok(())
+        self.a.jmp(top)
     }
 
     /// The jump through the link at R8 made here rather than in the shared link stub

@@ -7,7 +7,7 @@
 //! PUSH/POP, the branches, CALL and RET are written out.
 
 use super::emit::{Emit, CF, STATUS};
-use super::shift::{by_cl, shift_by_cl, shift_count, shift_of_fix};
+use super::shift::{by_cl, of_by_one, shift_by_cl, shift_count, shift_of_fix};
 use crate::frame::gpr_off;
 use iced_x86::code_asm::*;
 use iced_x86::{Code, ConditionCode, Instruction, Mnemonic, OpKind, Register};
@@ -668,31 +668,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     let of_fix = shift_of_fix(ins) && !dead;
     if of_fix {
-        // OF of the same shift by 1 of the original operand, into R11 (the interpreter's OF
-        // for larger counts, which the architecture leaves undefined).
-        let wide = wide(ins);
-        if ins.op0_kind() == OpKind::Memory {
-            // (Only the operand's own bytes: the probe checked no more.)
-            if wide {
-                e.a.mov(rcx, qword_ptr(r9))?;
-            } else {
-                e.a.mov(ecx, dword_ptr(r9))?;
-            }
-        } else {
-            e.a.mov(rcx, rax)?;
-        }
-        let reg = if wide { Register::RCX } else { Register::ECX };
-        let by_one = if ins.op_count() == 3 {
-            // SHLD/SHRD: the source is in RDX's family already.
-            let src = if wide { Register::RDX } else { Register::EDX };
-            Instruction::with3(ins.code(), reg, src, 1u32)?
-        } else {
-            Instruction::with2(ins.code(), reg, 1u32)?
-        };
-        e.a.add_instruction(by_one)?;
-        e.a.pushfq()?;
-        e.a.pop(r11)?;
-        e.a.and(r11d, OF)?;
+        of_by_one(e, ins)?;
     }
     e.host_insn(h)?;
     match masks {

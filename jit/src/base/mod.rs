@@ -222,8 +222,8 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     Ok(())
 }
 
-/// For a function one of whose blocks (the first, or a later one of its trace, `parts`) ends
-/// in a JMP or Jcc that can go back to the function's start: the top of the loop, after the
+/// For a function one of whose blocks (the first, or a later one of its trace, `parts`) can
+/// go back to the function's start (`region::successors`): the top of the loop, after the
 /// entry, where that jump goes on (see `Emit::exit_const`). A first block that does
 /// floating-point arithmetic sets up the host's MXCSR before the top (once per entry, not
 /// per round: `simd::default_mxcsr`).
@@ -233,17 +233,10 @@ fn loop_top(e: &mut Emit, parts: &[&Block]) -> Result<(), IcedError> {
     let Some(first) = block.insns.first() else {
         return Ok(());
     };
-    let jumps_back = parts.iter().any(|b| {
-        b.insns.last().is_some_and(|last| {
-            (last.ins.is_jcc_short_or_near()
-                || matches!(
-                    last.ins.code(),
-                    iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64
-                ))
-                && last.ins.near_branch_target() == rip
-        })
-    });
-    if !jumps_back {
+    if !parts
+        .iter()
+        .any(|b| crate::region::successors(b).contains(&rip))
+    {
         return Ok(());
     }
     // (Only for the first block's: set up for a later block's on every entry, it cost
@@ -251,7 +244,7 @@ fn loop_top(e: &mut Emit, parts: &[&Block]) -> Result<(), IcedError> {
     let mx_at_top = block
         .insns
         .iter()
-        .any(|d| simd::form(&d.ins).is_some() && simd::fp(d.ins.mnemonic()));
+        .any(|d| simd::form(&d.ins).is_some_and(|f| f.fp));
     if mx_at_top {
         e.start_insn(0, first);
         simd::default_mxcsr(e)?;

@@ -32,6 +32,43 @@ pub(super) fn shift_of_fix(ins: &Instruction) -> bool {
     matches!(ins.mnemonic(), Shl | Shr | Shld | Shrd) && shift_count(ins) > 1
 }
 
+/// OF of the same shift by 1 of the original first operand (in RAX, else at `[R9]`: only its
+/// own bytes, the probe checked no more), into R11 — the interpreter's OF for SHL/SHR/SHLD/
+/// SHRD by more than 1, which the architecture leaves undefined. SHLD/SHRD's source is in
+/// RDX's family. Clobbers the host's flags.
+pub(super) fn of_by_one(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    let wide = wide(ins);
+    match (ins.op0_kind() == OpKind::Memory, wide) {
+        (false, _) => e.a.mov(r11, rax)?,
+        (true, true) => e.a.mov(r11, qword_ptr(r9))?,
+        (true, false) => e.a.mov(r11d, dword_ptr(r9))?,
+    }
+    let code = match (ins.mnemonic(), wide) {
+        (Mnemonic::Shl, true) => Code::Shl_rm64_imm8,
+        (Mnemonic::Shl, false) => Code::Shl_rm32_imm8,
+        (Mnemonic::Shr, true) => Code::Shr_rm64_imm8,
+        (Mnemonic::Shr, false) => Code::Shr_rm32_imm8,
+        (Mnemonic::Shld, true) => Code::Shld_rm64_r64_imm8,
+        (Mnemonic::Shld, false) => Code::Shld_rm32_r32_imm8,
+        (_, true) => Code::Shrd_rm64_r64_imm8,
+        (_, false) => Code::Shrd_rm32_r32_imm8,
+    };
+    let (one, src) = if wide {
+        (Register::R11, Register::RDX)
+    } else {
+        (Register::R11D, Register::EDX)
+    };
+    let by_one = if ins.op_count() == 3 {
+        Instruction::with3(code, one, src, 1u32)?
+    } else {
+        Instruction::with2(code, one, 1u32)?
+    };
+    e.a.add_instruction(by_one)?;
+    e.a.pushfq()?;
+    e.a.pop(r11)?;
+    e.a.and(r11d, OF)
+}
+
 /// SHL/SHR/SAR/SHLD/SHRD of a 32- or 64-bit operand by CL (the forms `insn::covers` takes).
 pub(super) fn by_cl(ins: &Instruction) -> bool {
     matches!(
@@ -94,39 +131,7 @@ pub(super) fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result
     e.load_reg(rcx, reg::RCX)?;
     let of_fix = !dead && ins.mnemonic() != Mnemonic::Sar;
     if of_fix {
-        // OF of the same shift by 1 of the original operand, into R11.
-        match (dest, wide) {
-            (Some(_), _) => e.a.mov(r11, rax)?,
-            (None, true) => e.a.mov(r11, qword_ptr(r9))?,
-            (None, false) => e.a.mov(r11d, dword_ptr(r9))?,
-        }
-        let (one, src) = if wide {
-            (Register::R11, Register::RDX)
-        } else {
-            (Register::R11D, Register::EDX)
-        };
-        let code = match ins.mnemonic() {
-            Mnemonic::Shl => Code::Shl_rm64_imm8,
-            Mnemonic::Shr => Code::Shr_rm64_imm8,
-            Mnemonic::Shld => Code::Shld_rm64_r64_imm8,
-            _ => Code::Shrd_rm64_r64_imm8,
-        };
-        let code = match (code, wide) {
-            (c, true) => c,
-            (Code::Shl_rm64_imm8, false) => Code::Shl_rm32_imm8,
-            (Code::Shr_rm64_imm8, false) => Code::Shr_rm32_imm8,
-            (Code::Shld_rm64_r64_imm8, false) => Code::Shld_rm32_r32_imm8,
-            _ => Code::Shrd_rm32_r32_imm8,
-        };
-        let by_one = if double {
-            Instruction::with3(code, one, src, 1u32)?
-        } else {
-            Instruction::with2(code, one, 1u32)?
-        };
-        e.a.add_instruction(by_one)?;
-        e.a.pushfq()?;
-        e.a.pop(r11)?;
-        e.a.and(r11d, OF)?;
+        of_by_one(e, ins)?;
     }
     e.host_insn(h)?;
     if dead {
