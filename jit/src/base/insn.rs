@@ -501,6 +501,7 @@ fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
 /// After a captured multiplication whose low half is in RAX (EAX if not `wide`): SF and PF
 /// (undefined) become the interpreter's, those of the low half; CF and OF stay the host's.
 fn mul_flags_fix(e: &mut Emit, wide: bool) -> Result<(), IcedError> {
+    e.capture_in_rflags_layout()?;
     if wide {
         e.a.test(rax, rax)?;
     } else {
@@ -681,10 +682,8 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         mul_flags_fix(e, wide(ins))?;
     }
     if of_fix {
-        e.a.and(r10d, !OF)?;
-        e.a.or(r10d, r11d)?;
         // The host's own OF may differ from the capture's: conditions restore from it.
-        e.host = super::emit::HostFlags::Stale;
+        e.captured_of_from_r11()?;
     }
     if let Some((g, size)) = dest {
         e.store_reg(g, rax, size)?;
