@@ -74,6 +74,9 @@ pub struct JitConfig {
     /// where the lifted code checks every operand and result (`lift::sse_fp`); measured in
     /// docs/jit.md ("Floating-point loops").
     pub fp_loops_base: bool,
+    /// A loop that makes a call, with an entry block the baseline tier covers, is compiled
+    /// there (as `fp_loops_base`).
+    pub call_loops_base: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -109,6 +112,7 @@ impl Default for JitConfig {
             promote_min_insns: 8,
             base_trace: 4,
             fp_loops_base: true,
+            call_loops_base: true,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -140,6 +144,9 @@ pub struct JitStats {
     /// Floating-point loops compiled by the baseline tier (`JitConfig::fp_loops_base`), of
     /// `baseline`.
     pub fp_loops: u64,
+    /// Loops that make a call compiled by the baseline tier (`JitConfig::call_loops_base`),
+    /// of `baseline`.
+    pub call_loops: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
     pub compile_ns: u64,
     /// Machine-code bytes compiled.
@@ -238,12 +245,13 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
             self.traced,
             self.promoted,
             self.fp_loops,
+            self.call_loops,
             self.region_blocks,
             self.region_edges,
             self.member_entries,
@@ -522,6 +530,9 @@ impl Jit {
         }
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_FP_LOOP_BASE") {
             config.fp_loops_base = v == "1";
+        }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_CALL_LOOP_BASE") {
+            config.call_loops_base = v == "1";
         }
         if let Some(n) = std::env::var("LOCKSTEP_JIT_PROMOTE_MIN")
             .ok()
@@ -1108,14 +1119,11 @@ impl Jit {
         let mut looped = crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
         // A floating-point loop the baseline tier covers: its entry block there (with its
         // trace), for good (see `JitConfig::fp_loops_base`).
-        let fp_loop = looped
-            && allow_base
-            && mxcsr_default
-            && self.config.fp_loops_base
-            && self.config.baseline
-            && self.config.native
-            && fp_loop(&region);
-        if fp_loop {
+        let base_loop = looped && allow_base && self.config.baseline && self.config.native;
+        let fp_loop = base_loop && mxcsr_default && self.config.fp_loops_base && fp_loop(&region);
+        let call_loop = base_loop && !fp_loop && self.config.call_loops_base && call_loop(&region);
+        let base_loop = fp_loop || call_loop;
+        if base_loop {
             region.truncate(1);
             looped = false;
         }
@@ -1134,7 +1142,7 @@ impl Jit {
             looped,
             allow_base.then_some(BaseRequest {
                 trace: &trace,
-                promote: !fp_loop,
+                promote: !base_loop,
             }),
             ram.bytes().as_ptr() as u64,
         );
@@ -1154,6 +1162,7 @@ impl Jit {
                 if c.baseline {
                     self.stats.traced += c.stats.blocks.saturating_sub(1) as u64;
                     self.stats.fp_loops += fp_loop as u64;
+                    self.stats.call_loops += call_loop as u64;
                 }
                 e.tier = Tier::Pending(c.id);
                 let extra = CompiledExtra {
@@ -1297,6 +1306,18 @@ fn fp_loop(region: &[Arc<Block>]) -> bool {
             b.insns
                 .iter()
                 .any(|d| crate::base::simd::fp(d.ins.mnemonic()))
+        })
+}
+
+/// Does the loop `region` (entry first) make a near call, with an entry block the baseline
+/// tier covers? Every round that calls leaves a Cranelift region and enters it again on
+/// return, through the region's prologue and epilogue.
+fn call_loop(region: &[Arc<Block>]) -> bool {
+    crate::base::covers(&region[0])
+        && region.iter().any(|b| {
+            b.insns
+                .iter()
+                .any(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
         })
 }
 

@@ -606,7 +606,7 @@ fn trace_program() -> Vec<u8> {
         a.jne(top)?;
         a.jmp(done)?;
         a.set_label(&mut h)?;
-        a.test(cl, 3)?;
+        a.test(cl, 1)?;
         a.jnz(redirect)?;
         a.ret()?;
         a.set_label(&mut redirect)?;
@@ -799,6 +799,78 @@ fn one_block_fp_loops_match_the_interpreter() {
         .unwrap_or_else(|d| panic!("{d}"));
     assert!(ran_to_hlt(&e), "{e:?}");
     assert!(v.jit.stats.fp_loops >= 2, "{}", v.jit.stats.summary());
+}
+
+/// A loop that calls a function through a register every round goes to the baseline tier and
+/// round there (`JitConfig::call_loops_base`; one whose direct call is on a side path takes
+/// the call block into its region only if the block was dispatched often enough, which a
+/// baseline trace through it prevents); both engines agree, with the loops Cranelift regions
+/// too, and under `Verify`.
+#[test]
+fn call_loops_match_the_interpreter() {
+    let code = TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut top2 = a.create_label();
+        let mut f = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(ecx, 300)?;
+        a.xor(r12d, r12d)?;
+        let mut skip = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(edi, ecx)?;
+        // A call every second round (a loop only through a direct call's return is none).
+        a.test(cl, 1)?;
+        a.jnz(skip)?;
+        a.call(f)?;
+        a.add(r12, rax)?;
+        a.set_label(&mut skip)?;
+        a.mov(qword_ptr(rbx + 16), r12)?;
+        a.sub(ecx, 1)?;
+        a.jne(top)?;
+        a.lea(r14, qword_ptr(f))?;
+        a.mov(ecx, 200)?;
+        a.set_label(&mut top2)?;
+        a.lea(edi, qword_ptr(rcx + rcx * 2))?;
+        a.call(r14)?;
+        a.xor(r12, rax)?;
+        a.dec(ecx)?;
+        a.jnz(top2)?;
+        a.mov(r13, qword_ptr(rbx))?;
+        a.hlt()?;
+        // f(edi): flags read after the call's return in the caller's next block.
+        a.set_label(&mut f)?;
+        a.mov(eax, edi)?;
+        a.imul_3(eax, eax, 7)?;
+        a.add(dword_ptr(rbx), eax)?;
+        a.cmp(edi, 100)?;
+        a.ret()
+    });
+    for call_loops_base in [false, true] {
+        let config = JitConfig {
+            threshold: 8,
+            call_loops_base,
+            ..baseline()
+        };
+        let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert_eq!(
+            jit.stats.call_loops > 0,
+            call_loops_base,
+            "{}",
+            jit.stats.summary()
+        );
+        assert!(m.gpr(reg::R13) != 0);
+    }
+    let mut m = common::machine(&code, &|_| {});
+    let mut v = Verify::new(JitConfig {
+        threshold: 8,
+        ..baseline()
+    });
+    let e = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(ran_to_hlt(&e), "{e:?}");
+    assert!(v.jit.stats.call_loops > 0, "{}", v.jit.stats.summary());
 }
 
 /// CBW, CWDE, CDQE within RAX and CWD, CDQ, CQO into RDX, with the sign bit of each width set
