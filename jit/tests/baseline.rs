@@ -29,6 +29,21 @@ fn slices() -> Vec<u64> {
     v
 }
 
+/// `code` run to its HLT under `Verify` (the baseline tier on, threshold 8), which must find
+/// no difference; the engine, for its statistics.
+fn verified_to_hlt(code: &[u8]) -> Verify {
+    let mut m = common::machine(code, &|_| {});
+    let mut v = Verify::new(JitConfig {
+        threshold: 8,
+        ..baseline()
+    });
+    let e = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(ran_to_hlt(&e), "{e:?}");
+    v
+}
+
 /// The program of [`calls_flags_and_stack_match_the_interpreter`].
 fn calls_program() -> Vec<u8> {
     TestMachine::assemble(|a| {
@@ -671,15 +686,7 @@ fn traces_match_the_interpreter() {
         );
         assert!(m.gpr(reg::R13) != 0 && m.gpr(reg::R14) != 0);
     }
-    let mut m = common::machine(&code, &|_| {});
-    let mut v = Verify::new(JitConfig {
-        threshold: 8,
-        ..baseline()
-    });
-    let e = v
-        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(ran_to_hlt(&e), "{e:?}");
+    let v = verified_to_hlt(&code);
     assert!(v.jit.stats.traced > 0, "{}", v.jit.stats.summary());
 }
 
@@ -789,15 +796,7 @@ fn one_block_fp_loops_match_the_interpreter() {
         // PE and ZE collected.
         assert_eq!(m.cpu.state.mxcsr & 0x3f, 0x24, "{:#x}", m.cpu.state.mxcsr);
     }
-    let mut m = common::machine(&code, &|_| {});
-    let mut v = Verify::new(JitConfig {
-        threshold: 8,
-        ..baseline()
-    });
-    let e = v
-        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(ran_to_hlt(&e), "{e:?}");
+    let v = verified_to_hlt(&code);
     assert!(v.jit.stats.fp_loops >= 2, "{}", v.jit.stats.summary());
 }
 
@@ -861,15 +860,7 @@ fn call_loops_match_the_interpreter() {
         );
         assert!(m.gpr(reg::R13) != 0);
     }
-    let mut m = common::machine(&code, &|_| {});
-    let mut v = Verify::new(JitConfig {
-        threshold: 8,
-        ..baseline()
-    });
-    let e = v
-        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(ran_to_hlt(&e), "{e:?}");
+    let v = verified_to_hlt(&code);
     assert!(v.jit.stats.call_loops > 0, "{}", v.jit.stats.summary());
 }
 
