@@ -223,14 +223,35 @@ impl Emit {
         self.host = HostFlags::Stale;
     }
 
-    /// Put the capture awaiting its merge in RFLAGS' layout (clobbers R11 and the host's
-    /// flags, which stop being the guest's).
-    pub fn capture_in_rflags_layout(&mut self) -> Result<(), IcedError> {
-        if let Some(c) = self.pending.as_mut().filter(|c| c.raw) {
-            c.raw = false;
-            from_raw(&mut self.a)?;
-            self.host = HostFlags::Stale;
+    /// After a captured multiplication whose low half is in RAX (EAX if not `wide`): the
+    /// capture's SF and PF become those of the low half (the interpreter's values of these
+    /// undefined flags), its CF and OF stay the host's, the rest 0. Through a TEST and LAHF
+    /// (RAX kept); clobbers R11 and the host's flags, which stop being the guest's.
+    pub fn captured_sf_pf_of_rax(&mut self, wide: bool) -> Result<(), IcedError> {
+        let Some(c) = self.pending else {
+            debug_assert!(false, "no capture to fix");
+            return Ok(());
+        };
+        let (sf, pf, of) = (flags::SF as u32, flags::PF as u32, flags::OF as u32);
+        if wide {
+            self.a.test(rax, rax)?;
+        } else {
+            self.a.test(eax, eax)?;
         }
+        self.a.mov(r11, rax)?;
+        self.a.lahf()?;
+        self.a.xchg(r11, rax)?;
+        // R11's bits 8–15 are the TEST's low flag byte, as a raw capture has its flags.
+        if c.raw {
+            self.a.and(r11d, (sf | pf) << 8)?;
+            self.a.and(r10d, (CF << 8) | 1)?;
+        } else {
+            self.a.shr(r11d, 8)?;
+            self.a.and(r11d, sf | pf)?;
+            self.a.and(r10d, CF | of)?;
+        }
+        self.a.or(r10d, r11d)?;
+        self.host = HostFlags::Stale;
         Ok(())
     }
 

@@ -501,20 +501,8 @@ fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
 /// After a captured multiplication whose low half is in RAX (EAX if not `wide`): SF and PF
 /// (undefined) become the interpreter's, those of the low half; CF and OF stay the host's.
 fn mul_flags_fix(e: &mut Emit, wide: bool) -> Result<(), IcedError> {
-    e.capture_in_rflags_layout()?;
-    if wide {
-        e.a.test(rax, rax)?;
-    } else {
-        e.a.test(eax, eax)?;
-    }
-    e.a.pushfq()?;
-    e.a.pop(r11)?;
-    e.a.and(r11d, SF | PF)?;
-    e.a.and(r10d, CF | OF)?;
-    e.a.or(r10d, r11d)?;
     // The host's own SF and PF may differ from the capture's: conditions restore from it.
-    e.host = super::emit::HostFlags::Stale;
-    Ok(())
+    e.captured_sf_pf_of_rax(wide)
 }
 
 /// PUSH: the value `value` puts in RAX to `[RSP - 8]`, then RSP lowered.
