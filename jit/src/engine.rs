@@ -74,8 +74,10 @@ pub struct JitConfig {
     /// where the lifted code checks every operand and result (`lift::sse_fp`); measured in
     /// docs/jit.md ("Floating-point loops").
     pub fp_loops_base: bool,
-    /// A loop that makes a call, with an entry block the baseline tier covers, is compiled
-    /// there (as `fp_loops_base`).
+    /// A loop that makes a near call (a region block ends in one: `region::return_sites`),
+    /// with an entry block the baseline tier covers, is compiled there (as
+    /// `fp_loops_base`): every round that calls would leave a Cranelift region and enter it
+    /// again on return, through the region's prologue and epilogue.
     pub call_loops_base: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
@@ -491,7 +493,8 @@ impl Jit {
     /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline`, and
     /// `LOCKSTEP_JIT_PROMOTE` (runs), `LOCKSTEP_JIT_PROMOTE_MIN` (instructions) and
     /// `LOCKSTEP_JIT_BASE_TRACE` (blocks) `config.promote`, `config.promote_min_insns` and
-    /// `config.base_trace`, and `LOCKSTEP_JIT_FP_LOOP_BASE` (0/1) `config.fp_loops_base` (host-side
+    /// `config.base_trace`, and `LOCKSTEP_JIT_FP_LOOP_BASE` and `LOCKSTEP_JIT_CALL_LOOP_BASE`
+    /// (0/1) `config.fp_loops_base` and `config.call_loops_base` (host-side
     /// tuning for measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
@@ -1117,11 +1120,19 @@ impl Jit {
         *n += 1;
         let mut region = self.region_of(key, ram);
         let mut looped = crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
-        // A floating-point loop the baseline tier covers: its entry block there (with its
-        // trace), for good (see `JitConfig::fp_loops_base`).
-        let base_loop = looped && allow_base && self.config.baseline && self.config.native;
-        let fp_loop = base_loop && mxcsr_default && self.config.fp_loops_base && fp_loop(&region);
-        let call_loop = base_loop && !fp_loop && self.config.call_loops_base && call_loop(&region);
+        // A floating-point loop or one that calls, whose entry block the baseline tier
+        // covers: its entry block there (with its trace), for good (see
+        // `JitConfig::fp_loops_base`, `JitConfig::call_loops_base`).
+        let may_base = looped
+            && allow_base
+            && self.config.baseline
+            && self.config.native
+            && crate::base::covers(&region[0]);
+        let fp_loop = may_base && mxcsr_default && self.config.fp_loops_base && fp_loop(&region);
+        let call_loop = may_base
+            && !fp_loop
+            && self.config.call_loops_base
+            && !crate::region::return_sites(region.iter().map(|b| &**b)).is_empty();
         let base_loop = fp_loop || call_loop;
         if base_loop {
             region.truncate(1);
@@ -1298,27 +1309,13 @@ impl Jit {
     }
 }
 
-/// Does the loop `region` (the region search's blocks, entry first) do SSE/AVX
-/// floating-point arithmetic, with an entry block the baseline tier covers?
+/// Does the loop `region` (the region search's blocks) do SSE/AVX floating-point arithmetic?
 fn fp_loop(region: &[Arc<Block>]) -> bool {
-    crate::base::covers(&region[0])
-        && region.iter().any(|b| {
-            b.insns
-                .iter()
-                .any(|d| crate::base::simd::fp(d.ins.mnemonic()))
-        })
-}
-
-/// Does the loop `region` (entry first) make a near call, with an entry block the baseline
-/// tier covers? Every round that calls leaves a Cranelift region and enters it again on
-/// return, through the region's prologue and epilogue.
-fn call_loop(region: &[Arc<Block>]) -> bool {
-    crate::base::covers(&region[0])
-        && region.iter().any(|b| {
-            b.insns
-                .iter()
-                .any(|d| d.ins.is_call_near() || d.ins.is_call_near_indirect())
-        })
+    region.iter().any(|b| {
+        b.insns
+            .iter()
+            .any(|d| crate::base::simd::fp(d.ins.mnemonic()))
+    })
 }
 
 /// Host-side diagnostics (`LOCKSTEP_JIT_DUMP_CODE=<dir>`): write a finalised function's

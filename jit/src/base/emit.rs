@@ -39,16 +39,14 @@ struct Last {
 /// probes).
 const REUSE_DELTA: i64 = 512;
 
-/// Host flags held in R10, awaiting their merge into RFLAGS: the flags taken from them (`set`),
-/// the flags the instruction replaces (`clear`), and their layout there. A capture
-/// ([`Emit::capture`]) has them `raw`, as LAHF and SETO leave them: RFLAGS' low byte in bits
-/// 8–15 and OF in bit 0 (PUSHF costs ~1.1 ns on this host, POPF ~3.7 ns, LAHF/SAHF with
-/// SETO/CMP ~0.3 ns); otherwise they are in RFLAGS' own layout.
+/// Host flags held in R10, awaiting their merge into RFLAGS: the flags taken from them (`set`)
+/// and the flags the instruction replaces (`clear`). R10 holds them as LAHF and SETO leave
+/// them (the raw layout): RFLAGS' low byte in bits 8–15 and OF in bit 0 (PUSHF costs ~1.1 ns
+/// on this host, POPF ~3.7 ns, LAHF/SAHF with SETO/CMP ~0.3 ns).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Capture {
     set: u32,
     clear: u32,
-    raw: bool,
 }
 
 /// What the host's flags hold at the current point of the main path.
@@ -197,11 +195,7 @@ impl Emit {
         self.a.seto(al)?;
         self.a.xchg(r10, rax)?;
         self.a.movzx(r10d, r10w)?;
-        self.pending = Some(Capture {
-            set,
-            clear,
-            raw: true,
-        });
+        self.pending = Some(Capture { set, clear });
         self.host = if set & CF != 0 {
             HostFlags::Guest
         } else {
@@ -210,29 +204,13 @@ impl Emit {
         Ok(())
     }
 
-    /// Flags made in R10 by other means than a capture of the host's (a shift by CL, whose
-    /// count of 0 keeps the guest's), in RFLAGS' layout: the whole status, awaiting its merge
-    /// as a capture's. The host's flags are not the guest's.
-    pub fn status_in_r10(&mut self) {
-        debug_assert!(self.pending.is_none(), "merge flushed before");
-        self.pending = Some(Capture {
-            set: STATUS,
-            clear: STATUS,
-            raw: false,
-        });
-        self.host = HostFlags::Stale;
-    }
-
     /// After a captured multiplication whose low half is in RAX (EAX if not `wide`): the
     /// capture's SF and PF become those of the low half (the interpreter's values of these
     /// undefined flags), its CF and OF stay the host's, the rest 0. Through a TEST and LAHF
     /// (RAX kept); clobbers R11 and the host's flags, which stop being the guest's.
     pub fn captured_sf_pf_of_rax(&mut self, wide: bool) -> Result<(), IcedError> {
-        let Some(c) = self.pending else {
-            debug_assert!(false, "no capture to fix");
-            return Ok(());
-        };
-        let (sf, pf, of) = (flags::SF as u32, flags::PF as u32, flags::OF as u32);
+        debug_assert!(self.pending.is_some(), "a capture to fix");
+        let (sf, pf) = (flags::SF as u32, flags::PF as u32);
         if wide {
             self.a.test(rax, rax)?;
         } else {
@@ -241,38 +219,21 @@ impl Emit {
         self.a.mov(r11, rax)?;
         self.a.lahf()?;
         self.a.xchg(r11, rax)?;
-        // R11's bits 8–15 are the TEST's low flag byte, as a raw capture has its flags.
-        if c.raw {
-            self.a.and(r11d, (sf | pf) << 8)?;
-            self.a.and(r10d, (CF << 8) | 1)?;
-        } else {
-            self.a.shr(r11d, 8)?;
-            self.a.and(r11d, sf | pf)?;
-            self.a.and(r10d, CF | of)?;
-        }
+        // R11's bits 8–15 are the TEST's low flag byte, where the capture has its own.
+        self.a.and(r11d, (sf | pf) << 8)?;
+        self.a.and(r10d, (CF << 8) | 1)?;
         self.a.or(r10d, r11d)?;
         self.host = HostFlags::Stale;
         Ok(())
     }
 
-    /// Replace the OF of the capture awaiting its merge by R11's OF (RFLAGS' bit 11, the rest
-    /// of R11 0). Clobbers R11 and the host's flags, which stop being the guest's.
+    /// Replace the OF of the capture awaiting its merge by R11 (0 or 1, as SETO leaves it).
+    /// Clobbers the host's flags, which stop being the guest's.
     pub fn captured_of_from_r11(&mut self) -> Result<(), IcedError> {
-        match self.pending {
-            Some(Capture { raw: true, .. }) => {
-                self.a.shr(r11d, 11)?;
-                self.a.and(r10d, !1)?;
-            }
-            _ => self.a.and(r10d, !(flags::OF as u32))?,
-        }
+        self.a.and(r10d, !1)?;
         self.a.or(r10d, r11d)?;
         self.host = HostFlags::Stale;
         Ok(())
-    }
-
-    /// Is an incoming flag record still possibly in the frame?
-    pub fn record_live(&self) -> bool {
-        self.record_live
     }
 
     /// Merge captured flags into RFLAGS (clobbers the host's flags).
@@ -316,18 +277,12 @@ impl Emit {
         }
         if let Some(c) = self.pending {
             if c.set & CF != 0 || !carry {
-                // The host's own flags as captured.
-                if c.raw {
-                    // OF from `cmp al, 0x81` (1 - -127 overflows, 0 - -127 does not), the
-                    // rest from AH; RAX and R10 as they were.
-                    self.a.xchg(r10, rax)?;
-                    self.a.cmp(al, -127)?;
-                    self.a.sahf()?;
-                    self.a.xchg(r10, rax)?;
-                } else {
-                    self.a.push(r10)?;
-                    self.a.popfq()?;
-                }
+                // The host's own flags as captured: OF from `cmp al, 0x81` (1 - -127
+                // overflows, 0 - -127 does not), the rest from AH; RAX and R10 as they were.
+                self.a.xchg(r10, rax)?;
+                self.a.cmp(al, -127)?;
+                self.a.sahf()?;
+                self.a.xchg(r10, rax)?;
                 self.host = if c.set & CF != 0 {
                     HostFlags::Guest
                 } else {
@@ -672,7 +627,18 @@ impl Emit {
     }
 }
 
-/// A raw capture in R10 ([`Capture`]) put in RFLAGS' layout: the low byte from bits 8–15, OF
+/// RFLAGS' status into R10 in a capture's raw layout ([`Capture`]): the guest's flags as they
+/// are (clobbers R11 and the host's flags).
+pub fn rflags_as_capture(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.movzx(r10d, byte_ptr(rdi + OFF_RFLAGS + 1))?;
+    a.shr(r10d, 3)?;
+    a.and(r10d, 1)?;
+    a.movzx(r11d, byte_ptr(rdi + OFF_RFLAGS))?;
+    a.shl(r11d, 8)?;
+    a.or(r10d, r11d)
+}
+
+/// The capture in R10 ([`Capture`]) put in RFLAGS' layout: the low byte from bits 8–15, OF
 /// from bit 0 (clobbers R11 and the host's flags).
 fn from_raw(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.mov(r11d, r10d)?;
@@ -686,10 +652,8 @@ fn from_raw(a: &mut CodeAssembler) -> Result<(), IcedError> {
 /// cleared; when they replace every status flag and an incoming flag record may still be in
 /// the frame (`record_live`), the record is dropped. Clobbers R10, R11 and the host's flags.
 fn merge(a: &mut CodeAssembler, c: Capture, record_live: bool) -> Result<(), IcedError> {
-    let Capture { set, clear, raw } = c;
-    if raw {
-        from_raw(a)?;
-    }
+    let Capture { set, clear } = c;
+    from_raw(a)?;
     a.and(r10d, set)?;
     a.mov(r11, qword_ptr(rdi + OFF_RFLAGS))?;
     a.and(r11, !(clear as i32))?;

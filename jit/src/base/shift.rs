@@ -3,7 +3,8 @@
 //! by CL, whose count of 0 keeps every flag.
 
 use super::emit::Emit;
-use super::insn::{access, host_reg, memory_at_r9, wide, AF, OF};
+use super::emit::STATUS;
+use super::insn::{access, host_reg, memory_at_r9, wide, AF};
 use iced_x86::code_asm::*;
 use iced_x86::{Code, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::operand::gpr_ref;
@@ -33,9 +34,9 @@ pub(super) fn shift_of_fix(ins: &Instruction) -> bool {
 }
 
 /// OF of the same shift by 1 of the original first operand (in RAX, else at `[R9]`: only its
-/// own bytes, the probe checked no more), into R11 — the interpreter's OF for SHL/SHR/SHLD/
-/// SHRD by more than 1, which the architecture leaves undefined. SHLD/SHRD's source is in
-/// RDX's family. Clobbers the host's flags.
+/// own bytes, the probe checked no more), into R11 as 0 or 1 — the interpreter's OF for SHL/
+/// SHR/SHLD/SHRD by more than 1, which the architecture leaves undefined. SHLD/SHRD's source
+/// is in RDX's family. Clobbers the host's flags.
 pub(super) fn of_by_one(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
     let wide = wide(ins);
     match (ins.op0_kind() == OpKind::Memory, wide) {
@@ -64,10 +65,9 @@ pub(super) fn of_by_one(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError
         Instruction::with2(code, one, 1u32)?
     };
     e.a.add_instruction(by_one)?;
-    // OF into bit 11 (SETO and MOVZX leave the flags; PUSHF costs ~1.1 ns here).
+    // (Where a capture has OF: PUSHF costs ~1.1 ns here.)
     e.a.seto(r11b)?;
-    e.a.movzx(r11d, r11b)?;
-    e.a.shl(r11d, 11)
+    e.a.movzx(r11d, r11b)
 }
 
 /// SHL/SHR/SAR/SHLD/SHRD of a 32- or 64-bit operand by CL (the forms `insn::covers` takes).
@@ -102,7 +102,7 @@ pub(super) fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result
     }
     if !dead {
         e.flush()?;
-        if e.record_live() {
+        if e.record_live {
             // (Not expected: `flag_use` makes the entry fold the record. Were it still there,
             // the interpreter runs the instruction.)
             let defer = e.defer_label()?;
@@ -138,30 +138,31 @@ pub(super) fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result
     if dead {
         e.host = super::emit::HostFlags::Stale;
     } else {
+        // The host's flags as a capture's, then made what the count says they are.
+        e.capture(STATUS, STATUS)?;
         let mut zero = e.a.create_label();
         let mut done = e.a.create_label();
-        e.a.pushfq()?;
-        e.a.pop(r10)?;
         e.a.and(ecx, if wide { 63 } else { 31 })?;
         e.a.je(zero)?;
-        e.a.and(r10d, !AF)?;
+        // (AF is bit 12, OF bit 0 in a capture.)
+        e.a.and(r10d, !(AF << 8))?;
         if of_fix {
             let mut by_one = e.a.create_label();
             e.a.cmp(ecx, 1)?;
             e.a.je(by_one)?;
-            e.a.and(r10d, !OF)?;
+            e.a.and(r10d, !1)?;
             e.a.or(r10d, r11d)?;
             e.a.set_label(&mut by_one)?;
         } else {
-            e.a.and(r10d, !OF)?;
+            e.a.and(r10d, !1)?;
         }
         e.a.jmp(done)?;
         e.a.set_label(&mut zero)?;
-        e.a.mov(r10, qword_ptr(rdi + crate::frame::OFF_RFLAGS))?;
+        super::emit::rflags_as_capture(&mut e.a)?;
         e.a.set_label(&mut done)?;
         // (A label needs an instruction after it.)
         e.a.nop()?;
-        e.status_in_r10();
+        e.host = super::emit::HostFlags::Stale;
     }
     if let Some(g) = dest {
         e.store_reg(g, rax, size)?;
