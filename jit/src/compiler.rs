@@ -95,6 +95,9 @@ pub struct BaseRequest<'a> {
     /// Its function counts its runs for a promotion to Cranelift (not a floating-point loop's,
     /// see `JitConfig::fp_loops_base`).
     pub promote: bool,
+    /// ... even when its first block is shorter than `promote_min` instructions (a block of
+    /// a function that calls itself, whose promotion compiles its recursive region).
+    pub promote_short: bool,
 }
 
 fn make_module(opt_level: &str) -> JITModule {
@@ -394,14 +397,17 @@ impl Compiler {
         ram_base: u64,
     ) -> Result<Compiled, String> {
         let allow_base = base.is_some();
-        let (trace, promotable) = base.map_or((&[][..], false), |b| (b.trace, b.promote));
+        let (trace, promotable, short) = base.map_or((&[][..], false, false), |b| {
+            (b.trace, b.promote, b.promote_short)
+        });
         // A baseline function of at least `promote_min` instructions counts its runs (and
         // needs a counter for it: without one left, Cranelift takes the block).
         let promote = (self.promote_after > 0
             && promotable
-            && blocks
-                .first()
-                .is_some_and(|b| b.insns.len() >= self.promote_min))
+            && (short
+                || blocks
+                    .first()
+                    .is_some_and(|b| b.insns.len() >= self.promote_min)))
         .then_some(self.promote_after);
         let to_base = self.use_base
             && allow_base

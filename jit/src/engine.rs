@@ -79,6 +79,11 @@ pub struct JitConfig {
     /// `fp_loops_base`): every round that calls would leave a Cranelift region and enter it
     /// again on return, through the region's prologue and epilogue.
     pub call_loops_base: bool,
+    /// A block in a function that calls itself (`region::self_recursive`) is compiled with
+    /// every block of its page around it that has run (see `Jit::region_of`): the recursive
+    /// calls and their returns stay jumps inside one Cranelift function instead of leaving
+    /// and entering nested loop regions on every call.
+    pub recursive_regions: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -115,6 +120,7 @@ impl Default for JitConfig {
             base_trace: 4,
             fp_loops_base: true,
             call_loops_base: true,
+            recursive_regions: true,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -149,6 +155,8 @@ pub struct JitStats {
     /// Loops that make a call compiled by the baseline tier (`JitConfig::call_loops_base`),
     /// of `baseline`.
     pub call_loops: u64,
+    /// Recursive regions compiled (`JitConfig::recursive_regions`).
+    pub recursive: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
     pub compile_ns: u64,
     /// Machine-code bytes compiled.
@@ -247,13 +255,14 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} recursive={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
             self.traced,
             self.promoted,
             self.fp_loops,
             self.call_loops,
+            self.recursive,
             self.region_blocks,
             self.region_edges,
             self.member_entries,
@@ -373,6 +382,10 @@ const FINALIZE_WAIT: u32 = 64;
 /// the page's blocks run in the interpreter — same results, bounded compile time.
 const MAX_PAGE_COMPILES: u32 = 256;
 
+/// Most blocks, and instructions, of a recursive region (`JitConfig::recursive_regions`).
+const RECURSIVE_BLOCKS: usize = 64;
+const RECURSIVE_INSNS: usize = 1024;
+
 /// One cache line: what the dispatcher reads on every lookup (the compiled function's extras
 /// are in `Jit::extras`, at the same index). A compiled block runs without the dispatcher
 /// touching its `Block` (another cache line, often a miss in a boot's large working set):
@@ -452,6 +465,9 @@ pub struct Jit {
     /// RIPs a function has been made callable for since the last flush: only links to these
     /// can hold a function that a new one replaces (see `Jit::maybe_finalize`).
     made_rips: FixedMap<u64, ()>,
+    /// Blocks compiled into a recursive region since the last flush
+    /// (`JitConfig::recursive_regions`): one reaching the threshold later is compiled alone.
+    recursive_members: FixedMap<BlockKey, ()>,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -537,6 +553,9 @@ impl Jit {
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_CALL_LOOP_BASE") {
             config.call_loops_base = v == "1";
         }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_RECURSIVE") {
+            config.recursive_regions = v == "1";
+        }
         if let Some(n) = std::env::var("LOCKSTEP_JIT_PROMOTE_MIN")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
@@ -557,6 +576,7 @@ impl Jit {
             prev_slot: 0,
             page_compiles: FixedMap::default(),
             made_rips: FixedMap::default(),
+            recursive_members: FixedMap::default(),
             compiler,
             chain,
             single_block: false,
@@ -574,6 +594,7 @@ impl Jit {
         self.front.fill(Front::EMPTY);
         self.page_compiles.clear();
         self.made_rips.clear();
+        self.recursive_members.clear();
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
         self.chain.clear();
@@ -900,13 +921,50 @@ impl Jit {
     /// The blocks to compile with the entry `key` (entry first): the loops through the entry
     /// among the blocks of the entry's code page that branches of the region reach and that have run at least a quarter of the
     /// threshold times, still valid, 64-bit, and ending inside the page — so the entry's validity
-    /// (its page version, its translation) covers them all.
-    fn region_of(&self, key: &BlockKey, ram: &GuestRam) -> Vec<Arc<Block>> {
+    /// (its page version, its translation) covers them all. With `config.recursive_regions`,
+    /// when the entry's page holds a function that calls itself through the blocks around
+    /// the entry (`region::self_recursive`), every block of the page they reach that has run
+    /// at all, up to [`RECURSIVE_BLOCKS`] blocks and [`RECURSIVE_INSNS`] instructions: its
+    /// calls and returns become jumps inside one function. The flag says which.
+    fn region_of(&self, key: &BlockKey, ram: &GuestRam) -> (Vec<Arc<Block>>, bool) {
+        if self.recursive_members.contains_key(key) {
+            // Already in a recursive region: entered from outside it (a member entry, when
+            // it may be one, runs that function instead), alone.
+            return (self.region_search(key, ram, 1, 0, 0), false);
+        }
+        if self.config.recursive_regions {
+            let all = self.region_search(key, ram, RECURSIVE_BLOCKS, RECURSIVE_INSNS, 1);
+            if crate::region::self_recursive(&all.iter().map(|b| &**b).collect::<Vec<_>>()) {
+                return (all, true);
+            }
+        }
+        let warm = self.config.threshold.div_ceil(4);
+        let out = self.region_search(
+            key,
+            ram,
+            self.config.region_blocks,
+            self.config.region_insns,
+            warm,
+        );
+        (self.region_shape(out), false)
+    }
+
+    /// The entry's block and the blocks of its page its branches, calls and fall-throughs
+    /// reach, breadth first ([`Jit::neighbour`] with `min_count`), at most `max_blocks`
+    /// blocks and `max_insns` instructions (entry first).
+    fn region_search(
+        &self,
+        key: &BlockKey,
+        ram: &GuestRam,
+        max_blocks: usize,
+        max_insns: usize,
+        min_count: u32,
+    ) -> Vec<Arc<Block>> {
         let Some(entry) = self.entry(key) else {
             return Vec::new();
         };
         let mut out = vec![entry.block.clone()];
-        if key.bitness != 64 || self.config.region_blocks <= 1 {
+        if key.bitness != 64 || max_blocks <= 1 {
             return out;
         }
         let mut rips = vec![key.rip];
@@ -920,24 +978,24 @@ impl Jit {
                 targets.extend(self.jump_candidates(key));
             }
             for t in targets {
-                if out.len() >= self.config.region_blocks {
-                    return self.region_shape(out);
+                if out.len() >= max_blocks {
+                    return out;
                 }
                 if rips.contains(&t) {
                     continue;
                 }
-                let Some(e) = self.warm_neighbour(key, t, ram) else {
+                let Some(e) = self.neighbour(key, t, ram, min_count) else {
                     continue;
                 };
                 let n = e.block.insns.len();
-                if insns + n <= self.config.region_insns {
+                if insns + n <= max_insns {
                     insns += n;
                     out.push(e.block.clone());
                     rips.push(t);
                 }
             }
         }
-        self.region_shape(out)
+        out
     }
 
     /// The blocks a baseline function for the entry `key` (whose block is `first`) goes on
@@ -1011,6 +1069,11 @@ impl Jit {
     /// the page, still valid, and warm — run at least a quarter of the threshold times (not a
     /// cold error path).
     fn warm_neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam) -> Option<&Entry> {
+        self.neighbour(key, t, ram, self.config.threshold.div_ceil(4))
+    }
+
+    /// [`Jit::warm_neighbour`] with another least run count.
+    fn neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam, min_count: u32) -> Option<&Entry> {
         let page = key.rip & !0xfff;
         if t & !0xfff != page {
             return None;
@@ -1026,7 +1089,7 @@ impl Jit {
             .insns
             .last()
             .is_some_and(|d| d.ins.next_ip() <= page + 0x1000 && d.ins.ip() >= page);
-        let warm = e.count.saturating_mul(4) >= self.config.threshold;
+        let warm = e.count >= min_count;
         (e.key.bitness == 64 && warm && !e.block.insns.is_empty() && in_page && e.valid(ram))
             .then_some(e)
     }
@@ -1118,12 +1181,29 @@ impl Jit {
             return Compile::PageFull;
         }
         *n += 1;
-        let mut region = self.region_of(key, ram);
-        let mut looped = crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
+        let (mut region, mut recursive) = self.region_of(key, ram);
+        // A block of a function that calls itself goes to the baseline tier first (when it
+        // covers the block), counted for a promotion: the recursive region is compiled when
+        // that comes (`tier_up`), so that a function which recurses only a few thousand
+        // times does not pay for compiling a large region.
+        let recursion_first = recursive
+            && allow_base
+            && self.config.baseline
+            && self.config.native
+            && self.config.promote > 0
+            && crate::base::covers(&region[0]);
+        if recursion_first {
+            region.truncate(1);
+            recursive = false;
+        }
+        let mut looped = recursive
+            || (!recursion_first
+                && crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>()));
         // A floating-point loop or one that calls, whose entry block the baseline tier
         // covers: its entry block there (with its trace), for good (see
         // `JitConfig::fp_loops_base`, `JitConfig::call_loops_base`).
-        let may_base = looped
+        let may_base = !recursive
+            && looped
             && allow_base
             && self.config.baseline
             && self.config.native
@@ -1154,6 +1234,7 @@ impl Jit {
             allow_base.then_some(BaseRequest {
                 trace: &trace,
                 promote: !base_loop,
+                promote_short: recursion_first,
             }),
             ram.bytes().as_ptr() as u64,
         );
@@ -1176,6 +1257,12 @@ impl Jit {
                     self.stats.call_loops += call_loop as u64;
                 }
                 e.tier = Tier::Pending(c.id);
+                if recursive {
+                    self.stats.recursive += 1;
+                    for b in &region {
+                        self.recursive_members.insert(b.key(), ());
+                    }
+                }
                 let extra = CompiledExtra {
                     _region: region.iter().skip(1).cloned().collect(),
                     ir: c.ir,

@@ -137,6 +137,56 @@ pub fn loop_of(blocks: Vec<Arc<Block>>) -> Vec<Arc<Block>> {
         .collect()
 }
 
+/// Does one of `blocks` make a direct near call to a block of `blocks` from which that call
+/// is reached again (through branches, fall-throughs, calls and return sites)? Then the
+/// blocks hold a function that calls itself: as one region, its calls and returns stay
+/// jumps inside the function (`JitConfig::recursive_regions`).
+pub fn self_recursive(blocks: &[&Block]) -> bool {
+    if blocks.iter().any(|b| {
+        b.insns
+            .last()
+            .is_some_and(|d| d.ins.is_call_near_indirect())
+    }) {
+        // A call through a pointer (a comparator, a callback) leaves the function and
+        // enters it again on return, through the prologue of a large function.
+        return false;
+    }
+    let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
+    let succ: Vec<Vec<usize>> = blocks
+        .iter()
+        .map(|b| {
+            successors(b)
+                .into_iter()
+                .filter_map(|t| starts.iter().position(|&s| s == t))
+                .collect()
+        })
+        .collect();
+    blocks.iter().enumerate().any(|(call, b)| {
+        let Some(d) = b.insns.last().filter(|d| d.ins.is_call_near()) else {
+            return false;
+        };
+        let Some(callee) = starts.iter().position(|&s| s == d.ins.near_branch_target()) else {
+            return false;
+        };
+        // Breadth first from the callee: is the calling block among what it reaches?
+        let mut seen = vec![false; blocks.len()];
+        let mut queue = vec![callee];
+        seen[callee] = true;
+        while let Some(i) = queue.pop() {
+            if i == call {
+                return true;
+            }
+            for &j in &succ[i] {
+                if !seen[j] {
+                    seen[j] = true;
+                    queue.push(j);
+                }
+            }
+        }
+        false
+    })
+}
+
 /// For each block of `blocks` (entry first): the registers of `keep` that may differ from
 /// memory when the block is entered through a jump inside the region, given the registers
 /// each block writes (`written`). A block's stores of `keep` registers wait for an exit, so
