@@ -82,7 +82,8 @@ pub struct JitConfig {
     /// A block in a function that calls itself (`region::self_recursive`) is compiled with
     /// every block of its page around it that has run (see `Jit::region_of`): the recursive
     /// calls and their returns stay jumps inside one Cranelift function instead of leaving
-    /// and entering nested loop regions on every call.
+    /// and entering nested loop regions on every call. With the baseline tier, the block
+    /// goes there first and the region comes with its promotion (`promote` runs later).
     pub recursive_regions: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.

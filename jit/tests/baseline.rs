@@ -32,16 +32,11 @@ fn slices() -> Vec<u64> {
 /// `code` run to its HLT under `Verify` (the baseline tier on, threshold 8), which must find
 /// no difference; the engine, for its statistics.
 fn verified_to_hlt(code: &[u8]) -> Verify {
-    let mut m = common::machine(code, &|_| {});
-    let mut v = Verify::new(JitConfig {
+    let config = JitConfig {
         threshold: 8,
         ..baseline()
-    });
-    let e = v
-        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(ran_to_hlt(&e), "{e:?}");
-    v
+    };
+    common::verified_to_hlt(code, config, 1 << 20)
 }
 
 /// The program of [`calls_flags_and_stack_match_the_interpreter`].
@@ -120,16 +115,12 @@ fn calls_flags_and_stack_match_the_interpreter() {
 /// interpreter). Without that, `Verify` reported "the JIT made no progress".
 #[test]
 fn promotions_verify_clean() {
-    let mut m = common::machine(&calls_program(), &|_| {});
-    let mut v = Verify::new(JitConfig {
+    let config = JitConfig {
         promote: 7,
         promote_min_insns: 0,
         ..baseline()
-    });
-    let e = v
-        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 20)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(ran_to_hlt(&e), "{e:?}");
+    };
+    let v = common::verified_to_hlt(&calls_program(), config, 1 << 20);
     assert!(v.jit.stats.promoted > 0, "{}", v.jit.stats.summary());
 }
 

@@ -10,7 +10,7 @@ use common::{compare, ran_to_hlt};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
-use lockstep_jit::{JitConfig, Verify};
+use lockstep_jit::JitConfig;
 
 /// Threshold 8; a block of a recursive function goes to the baseline tier first and is
 /// promoted (its recursive region compiled) after 100 runs — or at once without the tier.
@@ -107,12 +107,7 @@ fn recursion_matches_the_interpreter() {
         assert_eq!(m.gpr(reg::R12), 2 * 597);
         assert!(m.gpr(reg::R14) != 0);
     }
-    let mut m = common::machine(&code, &|_| {});
-    let mut v = Verify::new(config(true, true));
-    let e = v
-        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, 1 << 22)
-        .unwrap_or_else(|d| panic!("{d}"));
-    assert!(ran_to_hlt(&e), "{e:?}");
+    let v = common::verified_to_hlt(&code, config(true, true), 1 << 22);
     assert!(v.jit.stats.recursive > 0, "{}", v.jit.stats.summary());
 }
 

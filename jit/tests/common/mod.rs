@@ -35,6 +35,18 @@ pub fn machine(code: &[u8], setup: &dyn Fn(&mut TestMachine)) -> TestMachine {
     m
 }
 
+/// `code` run under `Verify` with `config` for at most `budget` instructions, which must find
+/// no difference and end at the program's HLT; the engine, for its statistics.
+pub fn verified_to_hlt(code: &[u8], config: JitConfig, budget: u64) -> lockstep_jit::Verify {
+    let mut m = machine(code, &|_| {});
+    let mut v = lockstep_jit::Verify::new(config);
+    let e = v
+        .run_checked(&mut m.cpu, &mut m.ram, &mut m.bus, budget)
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(ran_to_hlt(&e), "{e:?}");
+    v
+}
+
 /// Run `code` on both engines with the same budget slices; panic on any difference.
 pub fn compare(
     code: &[u8],
