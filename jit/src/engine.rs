@@ -931,7 +931,8 @@ impl Jit {
         if self.recursive_members.contains_key(key) {
             // Already in a recursive region: entered from outside it (a member entry, when
             // it may be one, runs that function instead), alone.
-            return (self.region_search(key, ram, 1, 0, 0), false);
+            let alone = self.entry(key).map(|e| vec![e.block.clone()]);
+            return (alone.unwrap_or_default(), false);
         }
         if self.config.recursive_regions {
             let all = self.region_search(key, ram, RECURSIVE_BLOCKS, RECURSIVE_INSNS, 1);
@@ -1183,41 +1184,35 @@ impl Jit {
         }
         *n += 1;
         let (mut region, mut recursive) = self.region_of(key, ram);
-        // A block of a function that calls itself goes to the baseline tier first (when it
-        // covers the block), counted for a promotion: the recursive region is compiled when
-        // that comes (`tier_up`), so that a function which recurses only a few thousand
-        // times does not pay for compiling a large region.
-        let recursion_first = recursive
-            && allow_base
-            && self.config.baseline
-            && self.config.native
-            && self.config.promote > 0
-            && crate::base::covers(&region[0]);
-        if recursion_first {
-            region.truncate(1);
-            recursive = false;
-        }
-        let mut looped = recursive
-            || (!recursion_first
-                && crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>()));
-        // A floating-point loop or one that calls, whose entry block the baseline tier
-        // covers: its entry block there (with its trace), for good (see
-        // `JitConfig::fp_loops_base`, `JitConfig::call_loops_base`).
-        let may_base = !recursive
-            && looped
+        let mut looped =
+            recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
+        // A loop whose entry block the baseline tier covers goes there (the entry block and
+        // its trace) when it is a floating-point loop or one that calls, for good (see
+        // `JitConfig::fp_loops_base`, `JitConfig::call_loops_base`), and when it is a
+        // function that calls itself, counted for a promotion whatever its length: the
+        // recursive region is compiled when that comes (`tier_up`), so that a function
+        // which recurses only a few thousand times does not pay for a large region.
+        let may_base = looped
             && allow_base
             && self.config.baseline
             && self.config.native
             && crate::base::covers(&region[0]);
-        let fp_loop = may_base && mxcsr_default && self.config.fp_loops_base && fp_loop(&region);
+        let recursion_first = may_base && recursive && self.config.promote > 0;
+        let fp_loop = may_base
+            && !recursive
+            && mxcsr_default
+            && self.config.fp_loops_base
+            && fp_loop(&region);
         let call_loop = may_base
+            && !recursive
             && !fp_loop
             && self.config.call_loops_base
             && !crate::region::return_sites(region.iter().map(|b| &**b)).is_empty();
         let base_loop = fp_loop || call_loop;
-        if base_loop {
+        if base_loop || recursion_first {
             region.truncate(1);
             looped = false;
+            recursive = false;
         }
         let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
         let trace = if allow_base && self.config.baseline && blocks.len() == 1 && !looped {

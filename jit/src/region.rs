@@ -168,7 +168,7 @@ pub fn self_recursive(blocks: &[&Block]) -> bool {
         let Some(callee) = starts.iter().position(|&s| s == d.ins.near_branch_target()) else {
             return false;
         };
-        // Breadth first from the callee: is the calling block among what it reaches?
+        // Depth first from the callee: is the calling block among what it reaches?
         let mut seen = vec![false; blocks.len()];
         let mut queue = vec![callee];
         seen[callee] = true;

@@ -34,8 +34,8 @@ fn slices() -> Vec<u64> {
 /// Fibonacci by naive recursion, called from a loop with n = 6..=13. The leaf's ADC reads
 /// the carry of its CMP; the caller's ADC after the second call reads the carry the callee's
 /// last flag write left across the return (set by a leaf's last CMP for fib(0)); the
-/// counter in memory changes on every non-leaf call. `indirect`: the recursive calls go through a register instead (then the
-/// function is no recursive region).
+/// counter in memory changes on every non-leaf call. `indirect`: the recursive calls go
+/// through a register instead (then the function is no recursive region).
 fn fib_program(indirect: bool) -> Vec<u8> {
     TestMachine::assemble(|a| {
         let mut outer = a.create_label();
@@ -58,6 +58,14 @@ fn fib_program(indirect: bool) -> Vec<u8> {
         a.mov(r13, qword_ptr(rbx))?;
         a.hlt()?;
 
+        let fib_at = fib;
+        let call_fib = |a: &mut CodeAssembler| {
+            if indirect {
+                a.call(r15)
+            } else {
+                a.call(fib_at)
+            }
+        };
         a.set_label(&mut fib)?;
         a.cmp(edi, 2)?;
         a.jb(leaf)?;
@@ -65,18 +73,10 @@ fn fib_program(indirect: bool) -> Vec<u8> {
         a.push(r13)?;
         a.mov(ebp, edi)?;
         a.lea(edi, dword_ptr(rbp - 1))?;
-        if indirect {
-            a.call(r15)?;
-        } else {
-            a.call(fib)?;
-        }
+        call_fib(a)?;
         a.mov(r13, rax)?;
         a.lea(edi, dword_ptr(rbp - 2))?;
-        if indirect {
-            a.call(r15)?;
-        } else {
-            a.call(fib)?;
-        }
+        call_fib(a)?;
         a.adc(r14, 0)?;
         a.add(rax, r13)?;
         a.add(dword_ptr(rbx), eax)?;

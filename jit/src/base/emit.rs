@@ -293,9 +293,7 @@ impl Emit {
         }
         self.flush()?;
         // From RFLAGS: OF (bit 11) as above, the low byte through AH (clobbers RAX).
-        self.a.movzx(eax, byte_ptr(rdi + OFF_RFLAGS + 1))?;
-        self.a.shr(eax, 3)?;
-        self.a.and(eax, 1)?;
+        rflags_of(&mut self.a, eax)?;
         self.a.cmp(al, -127)?;
         self.a.mov(ah, byte_ptr(rdi + OFF_RFLAGS))?;
         self.a.sahf()?;
@@ -627,12 +625,17 @@ impl Emit {
     }
 }
 
+/// The guest's OF (RFLAGS bit 11) into `r` as 0 or 1 (clobbers the host's flags).
+fn rflags_of(a: &mut CodeAssembler, r: AsmRegister32) -> Result<(), IcedError> {
+    a.movzx(r, byte_ptr(rdi + OFF_RFLAGS + 1))?;
+    a.shr(r, 3)?;
+    a.and(r, 1)
+}
+
 /// RFLAGS' status into R10 in a capture's raw layout ([`Capture`]): the guest's flags as they
 /// are (clobbers R11 and the host's flags).
 pub fn rflags_as_capture(a: &mut CodeAssembler) -> Result<(), IcedError> {
-    a.movzx(r10d, byte_ptr(rdi + OFF_RFLAGS + 1))?;
-    a.shr(r10d, 3)?;
-    a.and(r10d, 1)?;
+    rflags_of(a, r10d)?;
     a.movzx(r11d, byte_ptr(rdi + OFF_RFLAGS))?;
     a.shl(r11d, 8)?;
     a.or(r10d, r11d)

@@ -43,7 +43,7 @@ fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
         And | Or | Xor | Test => (STATUS & !AF, STATUS),
         Inc | Dec => (STATUS & !CF, STATUS & !CF),
         // MUL and IMUL: CF and OF from the host; SF and PF (undefined) the interpreter's,
-        // from the product's low half ([`mul_flags_fix`]); ZF and AF 0.
+        // from the product's low half ([`Emit::captured_sf_pf_of_rax`]); ZF and AF 0.
         Imul | Mul => (CF | OF | SF | PF, STATUS),
         // Shifts by a non-zero constant count below the width (`covers`): AF is 0, and OF
         // for a count above 1 (undefined) is the interpreter's: SAR's 0, SHL's and SHR's
@@ -466,8 +466,8 @@ fn canonical_or_defer(e: &mut Emit, target: AsmRegister64) -> Result<(), IcedErr
 }
 
 /// MUL/IMUL r/m32 and r/m64 (one operand): EDX:EAX or RDX:RAX = RAX times the operand
-/// (loaded into RCX when a register), both halves stored; flags as [`mul_flags_fix`] makes
-/// them.
+/// (loaded into RCX when a register), both halves stored; flags as
+/// [`Emit::captured_sf_pf_of_rax`] makes them.
 fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
     let wide = wide(ins);
     let mut h = *ins;
@@ -488,7 +488,7 @@ fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
         e.host = super::emit::HostFlags::Stale;
     } else {
         e.capture(CF | OF | SF | PF, STATUS)?;
-        mul_flags_fix(e, wide)?;
+        e.captured_sf_pf_of_rax(wide)?;
     }
     // (A 32-bit product zero-extended both halves.)
     e.store_reg(reg::RAX, rax, 8)?;
@@ -496,13 +496,6 @@ fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
     e.reg_written(reg::RAX);
     e.reg_written(reg::RDX);
     Ok(())
-}
-
-/// After a captured multiplication whose low half is in RAX (EAX if not `wide`): SF and PF
-/// (undefined) become the interpreter's, those of the low half; CF and OF stay the host's.
-fn mul_flags_fix(e: &mut Emit, wide: bool) -> Result<(), IcedError> {
-    // The host's own SF and PF may differ from the capture's: conditions restore from it.
-    e.captured_sf_pf_of_rax(wide)
 }
 
 /// PUSH: the value `value` puts in RAX to `[RSP - 8]`, then RSP lowered.
@@ -667,7 +660,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     if m == Imul && !dead {
         // SF and PF of the product's low half (the destination), as the interpreter has them.
-        mul_flags_fix(e, wide(ins))?;
+        e.captured_sf_pf_of_rax(wide(ins))?;
     }
     if of_fix {
         // The host's own OF may differ from the capture's: conditions restore from it.
