@@ -291,6 +291,18 @@ fn describe_failure(what: &str, out: &std::io::Result<Output>) -> Option<String>
     }
 }
 
+/// Whether a program's output says its self-checks failed: every program in
+/// `tests/programs` ends with `<name> ok (0 failures)` or `<name> FAILED (<n> failures)`.
+/// A failing native run still serves as the reference (the engines must agree with it), but
+/// a benchmark whose workload is wrong natively is noted.
+fn self_checks_failed(stdout: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stdout);
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.contains("FAILED (") && l.ends_with(" failures)"))
+}
+
 /// Adds a note to the row once.
 fn note(row: &mut Row, n: String) {
     if !row.notes.contains(&n) {
@@ -337,6 +349,9 @@ fn measure(
         }
         let native = native.expect("checked above");
         native_t.push(native.wall.as_secs_f64());
+        if self_checks_failed(&native.stdout) {
+            note(&mut row, "native: the program's self-checks failed".into());
+        }
         let reference = reference.get_or_insert(native);
 
         if let (Some(q), true) = (qemu, qemu_ok) {
@@ -643,6 +658,17 @@ mod tests {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&mut []), None);
+    }
+
+    #[test]
+    fn failed_self_checks_are_seen_on_the_last_line() {
+        assert!(self_checks_failed(b"x=1\nFAILED (2632 failures)\n\n"));
+        assert!(self_checks_failed(b"sort FAILED (1 failures)\n"));
+        assert!(!self_checks_failed(b"sort ok (0 failures)\n"));
+        assert!(!self_checks_failed(
+            b"FAILED (3 failures)\nbut ok (0 failures)\n"
+        ));
+        assert!(!self_checks_failed(b""));
     }
 
     #[test]
