@@ -38,10 +38,15 @@ pub unsafe extern "C" fn raise(frame: *mut Frame, kind: u64) {
     f.exit = Some(ExitReason::Exception(Fault::GP0));
 }
 
-/// Fold a run-time flag record (see `lift::flags::encode`) into `base`: the flags the record
-/// defines are replaced by the ones its operation computes. Pure function of its arguments.
+/// Fold a run-time flag record (see `lift::flags::encode`, and `lift::flags::RAW_CODE` for a
+/// baseline function's raw host flags) into `base`: the flags the record defines are
+/// replaced by the ones its operation computes. Pure function of its arguments.
 pub extern "C" fn fold_flags(base: u64, code: u64, a: u64, b: u64, res: u64, cin: u64) -> u64 {
-    use crate::lift::flags::{bits_of, decode};
+    use crate::lift::flags::{bits_of, decode, raw_status, RAW_OP};
+    if code & 0xff == RAW_OP {
+        let mask = code >> 32;
+        return (base & !mask) | (raw_status(res) & mask);
+    }
     match decode(code) {
         None => base,
         Some((op, size, mask)) => (base & !mask) | bits_of(op, size, mask, a, b, res, cin),

@@ -7,8 +7,9 @@
 //! found, R10 captured host flags awaiting their merge, RCX and R11 scratch.
 //!
 //! Captured flags stay in R10 across memory accesses (addressing and probes leave R10 alone):
-//! a deferring exit merges them on its cold path, and a later instruction that writes every
-//! status flag replaces them without a merge on the main path.
+//! a deferring exit merges them on its cold path, a chained exit hands them to the next
+//! function as a raw flag record ([`Emit::hand_over`]), and a later instruction that writes
+//! every status flag replaces them without a merge on the main path.
 
 use super::BaseTarget;
 use crate::chain;
@@ -204,6 +205,22 @@ impl Emit {
         Ok(())
     }
 
+    /// [`Emit::capture`] when RAX is free (the instruction's result already stored, or none):
+    /// LAHF and SETO straight into RAX, three instructions instead of five. Clobbers RAX.
+    pub fn capture_in_rax(&mut self, set: u32, clear: u32) -> Result<(), IcedError> {
+        debug_assert!(self.pending.is_none(), "merge flushed before the host op");
+        self.a.lahf()?;
+        self.a.seto(al)?;
+        self.a.movzx(r10d, ax)?;
+        self.pending = Some(Capture { set, clear });
+        self.host = if set & CF != 0 {
+            HostFlags::Guest
+        } else {
+            HostFlags::GuestButCarry
+        };
+        Ok(())
+    }
+
     /// After a captured multiplication whose low half is in RAX (EAX if not `wide`): the
     /// capture's SF and PF become those of the low half (the interpreter's values of these
     /// undefined flags), its CF and OF stay the host's, the rest 0. Through a TEST and LAHF
@@ -246,6 +263,32 @@ impl Emit {
             self.record_live = false;
         }
         self.host = HostFlags::Stale;
+        Ok(())
+    }
+
+    /// At a chained exit: captured flags that replace every status flag (the common end of a
+    /// block, `cmp; jcc`) are handed to the next block as a raw flag record
+    /// (`lift::flags::RAW_CODE`: the capture in `Frame::fl_res`, its undefined-as-0 flags
+    /// cleared) — two stores instead of the merge's ten instructions and read-modify-write
+    /// of RFLAGS; the next block folds it only if it reads a flag before writing them all
+    /// (as any record). Any other capture (INC/DEC keep CF) is merged ([`Emit::flush`]).
+    pub fn hand_over(&mut self) -> Result<(), IcedError> {
+        let Some(c) = self.pending else {
+            return Ok(());
+        };
+        if c.clear != STATUS {
+            return self.flush();
+        }
+        self.pending = None;
+        let keep = raw_layout(c.set);
+        if keep != raw_layout(STATUS) {
+            self.a.and(r10d, keep as i32)?;
+            self.host = HostFlags::Stale;
+        }
+        self.a.mov(qword_ptr(rsi + Frame::OFF_FL_RES), r10)?;
+        self.a.mov(r11, crate::lift::flags::RAW_CODE)?;
+        self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), r11)?;
+        self.record_live = false;
         Ok(())
     }
 
@@ -438,18 +481,18 @@ impl Emit {
             Frame::OFF_TLB_READ
         };
         let shift = 12 - TLB_ENTRY_BYTES.trailing_zeros();
-        self.a.mov(r9, qword_ptr(rsi + table))?;
-        self.a.mov(rcx, r8)?;
-        self.a.shr(rcx, shift)?;
+        // (The entry's offset needs the address's bits 12–24 only: 32-bit arithmetic.)
+        self.a.mov(ecx, r8d)?;
+        self.a.shr(ecx, shift)?;
         self.a
             .and(ecx, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as u32)?;
-        self.a.add(r9, rcx)?;
+        self.a.add(rcx, qword_ptr(rsi + table))?;
         self.a.lea(r11, qword_ptr(r8 + (size as i32 - 1)))?;
         self.a.shr(r11, 12)?;
-        self.a.cmp(qword_ptr(r9), r11)?;
+        self.a.cmp(qword_ptr(rcx), r11)?;
         let defer = self.defer_label()?;
         self.a.jne(defer)?;
-        self.a.mov(r9, qword_ptr(r9 + 8))?;
+        self.a.mov(r9, qword_ptr(rcx + 8))?;
         self.a.add(r9, r8)
     }
 
@@ -508,12 +551,16 @@ impl Emit {
     /// of a loop through the function's start (see [`Emit::loop_top`]) when the incoming
     /// flag record is gone, else a chained exit.
     pub fn exit_const(&mut self, target: u64) -> Result<(), IcedError> {
-        self.flush()?;
         if let Some((rip, top, first_len, mx_at_top)) = self.loop_top {
-            if rip == target && !self.record_live && (mx_at_top || !self.mx) {
+            // A round starts with RFLAGS whole and no incoming record: the capture is merged
+            // (which drops the record when it replaces every status flag).
+            let full = self.pending.is_some_and(|c| c.clear == STATUS);
+            if rip == target && (!self.record_live || full) && (mx_at_top || !self.mx) {
+                self.flush()?;
                 return self.loop_back(rip, top, first_len);
             }
         }
+        self.hand_over()?;
         self.merge_mxcsr()?;
         self.count()?;
         self.a.mov(rcx, target)?;
@@ -565,7 +612,7 @@ impl Emit {
 
     /// The block's end, to the target in RCX (canonical) after all its instructions.
     pub fn exit_dyn(&mut self) -> Result<(), IcedError> {
-        self.flush()?;
+        self.hand_over()?;
         self.merge_mxcsr()?;
         self.count()?;
         // `entered`: the own check word when the target is on this block's page.
@@ -649,6 +696,22 @@ fn from_raw(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.and(r11d, 1)?;
     a.shl(r11d, 11)?;
     a.or(r10d, r11d)
+}
+
+/// The bits of a capture's raw layout ([`Capture`]) that hold the RFLAGS bits `f`.
+fn raw_layout(f: u32) -> u32 {
+    (f & 0xff) << 8 | (f >> 11) & 1
+}
+
+/// A raw flag record's capture (`lift::flags::RAW_CODE`), loaded into R10, merged as a
+/// capture of every status flag (see [`merge`]; the record dropped).
+pub(super) fn merge_raw_record(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.mov(r10, qword_ptr(rsi + Frame::OFF_FL_RES))?;
+    let all = Capture {
+        set: STATUS,
+        clear: STATUS,
+    };
+    merge(a, all, true)
 }
 
 /// Merge the flags captured in R10 into RFLAGS: `set` taken from them, the rest of `clear`

@@ -653,25 +653,36 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         of_by_one(e, ins)?;
     }
     e.host_insn(h)?;
+    // The destination is stored before the capture (a MOV keeps the host's flags), which
+    // then has RAX to itself — but IMUL's SF/PF fix reads the product in RAX after it.
+    let imul_fix = m == Imul && !dead;
+    let store = |e: &mut Emit| -> Result<(), IcedError> {
+        if let Some((g, size)) = dest {
+            e.store_reg(g, rax, size)?;
+            match rsp_step(ins) {
+                Some(d) => e.reg_moved(g, d),
+                None => e.reg_written(g),
+            }
+        }
+        Ok(())
+    };
+    if !imul_fix {
+        store(e)?;
+    }
     match masks {
         Some(_) if dead => e.host = super::emit::HostFlags::Stale,
-        Some((set, clear)) => e.capture(set, clear)?,
+        Some((set, clear)) if imul_fix => e.capture(set, clear)?,
+        Some((set, clear)) => e.capture_in_rax(set, clear)?,
         None => {}
     }
-    if m == Imul && !dead {
+    if imul_fix {
         // SF and PF of the product's low half (the destination), as the interpreter has them.
         e.captured_sf_pf_of_rax(wide(ins))?;
+        store(e)?;
     }
     if of_fix {
         // The host's own OF may differ from the capture's: conditions restore from it.
         e.captured_of_from_r11()?;
-    }
-    if let Some((g, size)) = dest {
-        e.store_reg(g, rax, size)?;
-        match rsp_step(ins) {
-            Some(d) => e.reg_moved(g, d),
-            None => e.reg_written(g),
-        }
     }
     Ok(())
 }

@@ -257,8 +257,9 @@ fn loop_top(e: &mut Emit, parts: &[&Block]) -> Result<(), IcedError> {
     Ok(())
 }
 
-/// `if frame.fl_code != 0 { rflags = fold_flags(rflags, record); frame.fl_code = 0 }`, the
-/// call on a cold path at the end of the function.
+/// `if frame.fl_code != 0 { rflags = fold_flags(rflags, record); frame.fl_code = 0 }`, on a
+/// cold path at the end of the function: a raw record (a baseline predecessor's, see
+/// `Emit::hand_over`) merged inline, any other through the helper.
 fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
     let mut cold = e.a.create_label();
     let mut back = e.a.create_label();
@@ -267,7 +268,14 @@ fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
     e.a.set_label(&mut back)?;
     let fold = e.fold;
     e.later(move |a| {
+        let mut call = a.create_label();
         a.set_label(&mut cold)?;
+        a.mov(rax, crate::lift::flags::RAW_CODE)?;
+        a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), rax)?;
+        a.jne(call)?;
+        emit::merge_raw_record(a)?;
+        a.jmp(back)?;
+        a.set_label(&mut call)?;
         // Entered like a call (RSP = 8 mod 16): two pushes and 8 bytes align the call.
         a.push(rdi)?;
         a.push(rsi)?;

@@ -95,9 +95,26 @@ pub enum FlagOp {
     Dyn,
 }
 
+/// The operation number of a raw record ([`RAW_CODE`]).
+pub const RAW_OP: u64 = 16;
+
+/// The run-time record a baseline function hands over at a chained exit (`base::emit`,
+/// "Flags"): the host's flags as LAHF and SETO leave them in its `res` (RFLAGS' low byte in
+/// bits 8–15, OF in bit 0; see [`raw_status`]), already exact for every flag its mask
+/// defines (every status flag; a mask reduced as for any record when later instructions
+/// redefine some). Not an operation of the static lowering: only `fold_flags` and the
+/// conditions of run-time records (`lift::flags_dyn`) read it.
+pub const RAW_CODE: u64 = RAW_OP | 8 << 16 | STATUS << 32;
+
+/// RFLAGS' status bits from a raw capture (the layout of [`RAW_CODE`]'s `res`).
+pub fn raw_status(raw: u64) -> u64 {
+    ((raw >> 8) & (CF | PF | AF | ZF | SF)) | (raw & 1) << 11
+}
+
 /// Run-time encoding of a static record (`Pending` with a constant operation): operation
 /// number in bits 0..8, shift count in bits 8..16, size in bits 16..24, the flags it defines
-/// in bits 32..64. 0: no record.
+/// in bits 32..64. 0: no record. ([`RAW_CODE`] is the one run-time record that is not a
+/// static one's.)
 pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
     let (n, count) = match op {
         FlagOp::Add => (1, 0),

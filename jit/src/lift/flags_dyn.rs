@@ -9,10 +9,11 @@
 //! run time: for a SUB or logic record defining every status flag (what CMP, SUB, TEST, AND,
 //! OR, XOR leave) it evaluates the condition from the operands at the record's size, shifted
 //! to the top of the register so that the signed and unsigned compares see the operand
-//! width; any other record takes the old path in a cold block. The record stays pending
-//! either way: exits hand it over as before.
+//! width; for a raw record (the host flags a baseline function hands over, `flags::RAW_CODE`)
+//! it tests the RFLAGS bits they hold; any other record takes the old path in a cold block.
+//! The record stays pending either way: exits hand it over as before.
 
-use super::flags::{encode, FlagOp, Pending};
+use super::flags::{encode, FlagOp, Pending, RAW_CODE};
 use super::Lower;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::ConditionCode;
@@ -38,7 +39,9 @@ impl Lower<'_> {
         let logic_key = encode(FlagOp::Logic, 0, STATUS) as i64;
         let is_sub = self.b.ins().icmp_imm_s(IntCC::Equal, key, sub_key);
         let is_logic = self.b.ins().icmp_imm_s(IntCC::Equal, key, logic_key);
+        let is_raw = self.b.ins().icmp_imm_s(IntCC::Equal, code, RAW_CODE as i64);
         let known = self.b.ins().bor(is_sub, is_logic);
+        let known = self.b.ins().bor(known, is_raw);
 
         let fast = self.b.create_block();
         let slow = self.b.create_block();
@@ -91,6 +94,13 @@ impl Lower<'_> {
             _ => self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, r, 0),
         };
         let v = self.b.ins().select(is_logic, logic, sub);
+        // Raw (a baseline function's host flags, `flags::RAW_CODE`): the RFLAGS bits.
+        let lo = self.b.ins().ushr_imm_u(p.res, 8);
+        let of = self.b.ins().band_imm_s(p.res, 1);
+        let of = self.b.ins().ishl_imm_u(of, 11);
+        let rf = self.b.ins().bor(lo, of);
+        let raw = self.cond_of_rflags(rf, cc);
+        let v = self.b.ins().select(is_raw, raw, v);
         self.b.ins().jump(join, &[v.into()]);
 
         // Any other record: fold everything pending (compile-time state unchanged) and test
