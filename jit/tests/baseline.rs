@@ -331,26 +331,13 @@ fn every_condition_after_every_producer_matches_the_interpreter() {
                 continue; // (no 8-bit IMUL with two operands, SHLD, SHRD, TZCNT, ...)
             }
             let code = TestMachine::assemble(|a| {
-                let (x, y) = match size {
-                    1 => (Register8(al), Register8(dl)),
-                    2 => (Register16(ax), Register16(dx)),
-                    4 => (Register32(eax), Register32(edx)),
-                    _ => (Register64(rax), Register64(rdx)),
-                };
+                let (x, y) = operands(size);
                 let mut next = a.create_label();
                 a.jmp(next)?;
                 a.set_label(&mut next)?;
                 x.op(a, y, op)?;
                 // All sixteen conditions into R8..R15's low bytes and two bytes of memory.
-                let outs = [r8b, r9b, r10b, r11b, r12b, r13b, r14b, r15b];
-                a.seto(outs[0])?;
-                a.setb(outs[1])?;
-                a.sete(outs[2])?;
-                a.setbe(outs[3])?;
-                a.sets(outs[4])?;
-                a.setp(outs[5])?;
-                a.setl(outs[6])?;
-                a.setle(outs[7])?;
+                set_conditions(a, [r8b, r9b, r10b, r11b, r12b, r13b, r14b, r15b])?;
                 a.cmovno(ebx, ecx)?;
                 a.cmovae(esi, ecx)?;
                 a.cmovne(edi, ecx)?;
@@ -405,12 +392,7 @@ fn flags_handed_over_raw_match_the_interpreter() {
                     continue;
                 }
                 let code = TestMachine::assemble(|a| {
-                    let (x, y) = match size {
-                        1 => (Register8(al), Register8(dl)),
-                        2 => (Register16(ax), Register16(dx)),
-                        4 => (Register32(eax), Register32(edx)),
-                        _ => (Register64(rax), Register64(rdx)),
-                    };
+                    let (x, y) = operands(size);
                     let (mut top, mut producer) = (a.create_label(), a.create_label());
                     let (mut reader, mut store) = (a.create_label(), a.create_label());
                     a.mov(rdi, DATA_BASE)?;
@@ -426,16 +408,7 @@ fn flags_handed_over_raw_match_the_interpreter() {
                     a.jmp(reader)?;
                     a.set_label(&mut reader)?;
                     let outs = [r8b, r9b, r10b, r11b, r12b, r13b, bl, bpl];
-                    // (OF and PF last: a lifted reader evaluates the others from the
-                    // record itself, and folds it for these.)
-                    a.setb(outs[0])?;
-                    a.sete(outs[1])?;
-                    a.setbe(outs[2])?;
-                    a.sets(outs[3])?;
-                    a.setl(outs[4])?;
-                    a.setle(outs[5])?;
-                    a.seto(outs[6])?;
-                    a.setp(outs[7])?;
+                    set_conditions(a, outs)?;
                     for (i, r) in outs.into_iter().enumerate() {
                         a.mov(byte_ptr(rdi + i), r)?;
                     }
@@ -472,6 +445,30 @@ fn flags_handed_over_raw_match_the_interpreter() {
             }
         }
     }
+}
+
+/// A test producer's operands of `size` bytes: RAX's and RDX's.
+fn operands(size: u8) -> (Operand, Operand) {
+    match size {
+        1 => (Register8(al), Register8(dl)),
+        2 => (Register16(ax), Register16(dx)),
+        4 => (Register32(eax), Register32(edx)),
+        _ => (Register64(rax), Register64(rdx)),
+    }
+}
+
+/// Eight conditions that read every status flag but AF, into `outs`. OF and PF last: a lifted
+/// reader of a handed-over record evaluates the others from the record itself and folds it
+/// for these (`lift::flags_dyn`).
+fn set_conditions(a: &mut CodeAssembler, outs: [AsmRegister8; 8]) -> Result<(), IcedError> {
+    a.setb(outs[0])?;
+    a.sete(outs[1])?;
+    a.setbe(outs[2])?;
+    a.sets(outs[3])?;
+    a.setl(outs[4])?;
+    a.setle(outs[5])?;
+    a.seto(outs[6])?;
+    a.setp(outs[7])
 }
 
 /// The first operand of a test producer, by size.

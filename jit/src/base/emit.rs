@@ -196,13 +196,18 @@ impl Emit {
         self.a.seto(al)?;
         self.a.xchg(r10, rax)?;
         self.a.movzx(r10d, r10w)?;
+        self.captured(set, clear);
+        Ok(())
+    }
+
+    /// The capture of `set` and `clear` is in R10, the host's flags still its producer's.
+    fn captured(&mut self, set: u32, clear: u32) {
         self.pending = Some(Capture { set, clear });
         self.host = if set & CF != 0 {
             HostFlags::Guest
         } else {
             HostFlags::GuestButCarry
         };
-        Ok(())
     }
 
     /// [`Emit::capture`] when RAX is free (the instruction's result already stored, or none):
@@ -212,12 +217,7 @@ impl Emit {
         self.a.lahf()?;
         self.a.seto(al)?;
         self.a.movzx(r10d, ax)?;
-        self.pending = Some(Capture { set, clear });
-        self.host = if set & CF != 0 {
-            HostFlags::Guest
-        } else {
-            HostFlags::GuestButCarry
-        };
+        self.captured(set, clear);
         Ok(())
     }
 
