@@ -52,6 +52,9 @@ pub struct Compiler {
     helper_sigs: [Signature; 3],
     /// Address of the chain table compiled code probes (see `crate::chain`).
     chain_table: u64,
+    /// Chained jumps count themselves (`JitConfig::count_chains`; the hop stubs and the
+    /// baseline tier's inline jumps).
+    count_chains: bool,
     enter: EnterFn,
     /// The helper entry points compiled code calls (`preserve_all` adapters or the helpers).
     helpers: HelperAddrs,
@@ -262,12 +265,12 @@ fn direct_helpers() -> HelperAddrs {
 
 /// Define and finalise the hop stub (`lift::hop::hop_code`, machine code) in `module`; its
 /// address.
-fn make_hop(module: &mut JITModule) -> (u64, u64, u64) {
+fn make_hop(module: &mut JITModule, count: bool) -> (u64, u64, u64) {
     let mut ids = Vec::new();
     for (name, code) in [
-        ("hop", lift::hop::hop_code()),
-        ("hop_link", lift::hop::hop_link_code()),
-        ("hop_dyn", lift::hop::hop_dyn_code()),
+        ("hop", lift::hop::hop_code(count)),
+        ("hop_link", lift::hop::hop_link_code(count)),
+        ("hop_dyn", lift::hop::hop_dyn_code(count)),
     ] {
         let code = code.expect("the hop stubs assemble");
         let id = module
@@ -319,6 +322,7 @@ impl Compiler {
         opt_level: &'static str,
         loop_opt_level: &'static str,
         chain_table: u64,
+        count_chains: bool,
     ) -> Self {
         let loop_isa = (loop_opt_level != opt_level).then(|| make_isa(loop_opt_level));
         let mut module = make_module(opt_level);
@@ -332,7 +336,7 @@ impl Compiler {
         } else {
             direct_helpers()
         };
-        (helpers.hop, helpers.hop_link, helpers.hop_dyn) = make_hop(&mut module);
+        (helpers.hop, helpers.hop_link, helpers.hop_dyn) = make_hop(&mut module, count_chains);
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
             let s = &mut helper_sigs[HELPER_RAISE];
@@ -349,6 +353,7 @@ impl Compiler {
             ctx,
             fctx,
             chain_table,
+            count_chains,
             enter,
             next: 0,
             in_module: 0,
@@ -587,6 +592,7 @@ impl Compiler {
             hop_link: self.helpers.hop_link,
             fold: self.helpers.fold,
             counter,
+            count_chains: self.count_chains,
         };
         let code = base::compile(block, trace, &target)?;
         // The links the exits were given, before the function can run.
@@ -664,7 +670,7 @@ impl Compiler {
             self.helpers.hop,
             self.helpers.hop_link,
             self.helpers.hop_dyn,
-        ) = make_hop(&mut module);
+        ) = make_hop(&mut module, self.count_chains);
         self.links.clear();
         self.counters.clear();
         self.module = Some(module);

@@ -85,6 +85,11 @@ pub struct JitConfig {
     /// and entering nested loop regions on every call. With the baseline tier, the block
     /// goes there first and the region comes with its promotion (`promote` runs later).
     pub recursive_regions: bool,
+    /// Chained jumps count themselves (`JitStats::chained_runs`, `chain-rate` in the
+    /// statistics): a read-modify-write of one frame field per jump, ~5% of heap's run time
+    /// (session 35). On by default; the command line turns it on only when the statistics
+    /// are printed ([`stats_requested`]).
+    pub count_chains: bool,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -122,6 +127,7 @@ impl Default for JitConfig {
             fp_loops_base: true,
             call_loops_base: true,
             recursive_regions: true,
+            count_chains: true,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -565,7 +571,8 @@ impl Jit {
         }
         let (opt_level, loop_opt_level) = (config.opt_level, config.loop_opt_level);
         let chain = ChainTable::default();
-        let mut compiler = Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr());
+        let mut compiler =
+            Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr(), config.count_chains);
         compiler.set_baseline(config.baseline, config.promote, config.promote_min_insns);
         Jit {
             config,
@@ -856,6 +863,7 @@ impl Jit {
                         .region_end
                         .min(ctx.cpu.retired.saturating_add(VERIFY_REGION_SPAN));
                 }
+                let retired_in = ctx.cpu.retired;
                 let enter = self.compiler.enter();
                 // SAFETY: `f` was compiled from `e.block`, which the entry keeps alive (blocks
                 // reached by chained jumps likewise: a chain entry is only followed while the
@@ -896,10 +904,12 @@ impl Jit {
                     Some(frame.exit.take().unwrap_or(ExitReason::Budget))
                 } else if status == ret::PROMOTE {
                     // The entered function itself left before its first instruction when no
-                    // jump was chained (a chained function's promotion comes after a whole
-                    // block): the block runs in the interpreter now, so that every dispatch
-                    // makes progress (`Verify` compares after each one).
-                    let block = (frame.chains == 0).then(|| self.entries[idx].block.clone());
+                    // instruction retired (a chained function's promotion comes after a whole
+                    // block; chained jumps are not always counted): the block runs in the
+                    // interpreter now, so that every dispatch makes progress (`Verify`
+                    // compares after each one).
+                    let entered_left = ctx.cpu.retired == retired_in;
+                    let block = entered_left.then(|| self.entries[idx].block.clone());
                     self.tier_up(ctx);
                     if let Some(block) = block {
                         self.stats.interp_runs += 1;
@@ -1435,11 +1445,17 @@ impl Engine for Jit {
     }
 }
 
+/// Whether `LOCKSTEP_JIT_STATS` asks for the statistics (printed when a [`Jit`] ends); the
+/// command line counts chained jumps only then (`JitConfig::count_chains`).
+pub fn stats_requested() -> bool {
+    std::env::var_os("LOCKSTEP_JIT_STATS").is_some()
+}
+
 impl Drop for Jit {
     /// `LOCKSTEP_JIT_STATS=1` prints the JIT's statistics to stderr when the engine ends
     /// (host-side diagnostics only; nothing guest-visible depends on it).
     fn drop(&mut self) {
-        if std::env::var_os("LOCKSTEP_JIT_STATS").is_some() {
+        if stats_requested() {
             self.stats.cache_entries = self.entries.len() as u64;
             eprintln!("{}", self.stats.summary());
         }

@@ -222,15 +222,23 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
         a.hlt()
     });
     // Also with promotions after 7 runs (a baseline function leaving at its entry for its
-    // promotion leaves the incoming record to the dispatcher), and with traces (compiled
-    // after 8 runs, so that successors are in the cache).
-    for (promote, threshold, base_trace) in [(0, 1, 1), (7, 1, 1), (0, 8, 4)] {
+    // promotion leaves the incoming record to the dispatcher; a chained one's promotion must
+    // not run the entered block again, with chained jumps counted or not), and with traces
+    // (compiled after 8 runs, so that successors are in the cache).
+    let cases = [
+        (0, 1, 1, true),
+        (7, 1, 1, true),
+        (7, 1, 1, false),
+        (0, 8, 4, false),
+    ];
+    for (promote, threshold, base_trace, count_chains) in cases {
         let config = JitConfig {
             region_blocks: 1,
             promote,
             promote_min_insns: 0,
             threshold,
             base_trace,
+            count_chains,
             ..baseline()
         };
         let (_, jit, exit) = compare(&code, &slices(), config, &|_| {});

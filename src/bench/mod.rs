@@ -376,15 +376,12 @@ fn measure(
                 continue;
             }
             let what = format!("lockstep --engine {engine}");
-            let env: &[(&str, &str)] = if engine == "jit" {
-                &[("LOCKSTEP_JIT_STATS", "1")]
-            } else {
-                &[]
-            };
+            // (Timed without the JIT's statistics, which count every chained jump; they come
+            // from one more run below.)
             let out = run::run_lockstep_env(
                 lockstep,
                 &["--engine", engine],
-                env,
+                &[],
                 seed,
                 &item.guest,
                 timeout,
@@ -430,12 +427,36 @@ fn measure(
             hash = Some(s.hash);
             if engine == "jit" {
                 jit_t.push(out.wall.as_secs_f64());
-                if let Some(js) = run::parse_jit_stats(&out.stderr) {
-                    row.jit_stats = js;
-                }
             } else {
                 interp_t.push(out.wall.as_secs_f64());
             }
+        }
+    }
+    if engine_ok[1] {
+        // The JIT's statistics (compiles, cache, chain rate), untimed; the run must end in
+        // the same state.
+        let out = run::run_lockstep_env(
+            lockstep,
+            &["--engine", "jit"],
+            &[("LOCKSTEP_JIT_STATS", "1")],
+            seed,
+            &item.guest,
+            timeout,
+        );
+        match out {
+            Ok(o) => {
+                if let Some(js) = run::parse_jit_stats(&o.stderr) {
+                    row.jit_stats = js;
+                }
+                let (_, stats) = run::split_stats(&o.stderr);
+                if stats.is_ok_and(|s| hash.as_ref().is_some_and(|h| *h != s.hash)) {
+                    note(
+                        &mut row,
+                        "lockstep --engine jit: state hash differs with LOCKSTEP_JIT_STATS".into(),
+                    );
+                }
+            }
+            Err(e) => note(&mut row, format!("lockstep --engine jit (statistics): {e}")),
         }
     }
     row.native = median(&mut native_t);

@@ -153,6 +153,7 @@ impl Machine {
         let plat = Platform::new(config.ram_mb << 20, config.epoch, config.ns_per_insn);
         let jc = JitConfig {
             threshold: config.jit_threshold,
+            count_chains: lockstep_jit::engine::stats_requested(),
             ..JitConfig::default()
         };
         let engine: Box<dyn Engine> = match config.engine {

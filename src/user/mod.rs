@@ -186,6 +186,7 @@ const USER_JIT_THRESHOLD: u32 = 500;
 fn build_engine(args: &UserArgs) -> Box<dyn Engine> {
     let mut config = JitConfig {
         threshold: USER_JIT_THRESHOLD,
+        count_chains: lockstep_jit::engine::stats_requested(),
         ..JitConfig::default()
     };
     if let Some(t) = args.jit_threshold {

@@ -72,6 +72,8 @@ pub struct Emit {
     dyn_links: bool,
     hop: u64,
     hop_link: u64,
+    /// Chained jumps count themselves (`JitConfig::count_chains`).
+    count_chains: bool,
     /// The targets of the links taken so far, in order (`lift::Lowered::links`).
     pub new_links: Vec<u64>,
     /// The block's virtual page and check word (for `entered` of same-page targets).
@@ -120,6 +122,7 @@ impl Emit {
             dyn_links: t.dyn_links,
             hop: t.hop,
             hop_link: t.hop_link,
+            count_chains: t.count_chains,
             new_links: Vec::new(),
             vpn: block.key().rip >> 12,
             own: chain::block_check(block),
@@ -605,8 +608,11 @@ impl Emit {
     fn linked_jump(&mut self, check_rip: bool, stub: Option<u64>) -> Result<(), IcedError> {
         let mut slow = self.a.create_label();
         let mut back = self.a.create_label();
-        crate::lift::hop::own_linked_jump(&mut self.a, check_rip, slow, back)?;
-        self.later(move |a| crate::lift::hop::own_linked_jump_ends(a, &mut slow, &mut back, stub));
+        let count = self.count_chains;
+        crate::lift::hop::own_linked_jump(&mut self.a, check_rip, slow, back, count)?;
+        self.later(move |a| {
+            crate::lift::hop::own_linked_jump_ends(a, &mut slow, &mut back, stub, count)
+        });
         Ok(())
     }
 

@@ -45,6 +45,8 @@ pub struct BaseTarget {
     pub fold: u64,
     /// The run counter the entry counts down (`None`: the block is never promoted).
     pub counter: Option<u64>,
+    /// Chained jumps count themselves (`JitConfig::count_chains`).
+    pub count_chains: bool,
 }
 
 /// The baseline functions' run counters: one `u32` per function, counted down by its entry

@@ -43,10 +43,10 @@ pub fn hop_signature() -> Signature {
 /// `ret` is the one the exit would have made); it touches only RAX, R9, R10 and flags
 /// (caller-saved in that convention), not RBP or RSP, and leaves RDI, RSI, RDX and RCX —
 /// the target's arguments `state, frame, entered, rip` — as they came.
-pub fn hop_code() -> Result<Vec<u8>, iced_x86::IcedError> {
+pub fn hop_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
-    table_jump(&mut a, back, None)?;
+    table_jump(&mut a, back, None, count)?;
     back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
 }
@@ -56,16 +56,16 @@ pub fn hop_code() -> Result<Vec<u8>, iced_x86::IcedError> {
 /// the budget against the link's length and jumps there: one load before the jump, no table
 /// probe. When it is empty, the stub makes the table lookup of [`hop_code`] in the link's set
 /// and, on a hit, fills the link before it jumps. It touches only RAX, R8–R11 and flags.
-pub fn hop_link_code() -> Result<Vec<u8>, iced_x86::IcedError> {
+pub fn hop_link_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     let mut fill = a.create_label();
-    jump_if_linked(&mut a, fill, back)?;
+    jump_if_linked(&mut a, fill, back, count)?;
     // An empty link: the table lookup in the link's set, and the link filled on a hit.
     a.set_label(&mut fill)?;
     a.mov(r11, r8)?;
     a.mov(r8, qword_ptr(r11 + chain::LINK_SET))?;
-    table_jump(&mut a, back, Some(false))?;
+    table_jump(&mut a, back, Some(false), count)?;
     back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
 }
@@ -74,13 +74,13 @@ pub fn hop_link_code() -> Result<Vec<u8>, iced_x86::IcedError> {
 /// target: when the target is the link's RIP and the link holds a function, the budget check
 /// and the jump; otherwise the table lookup in the target's set (hashed here; the link's
 /// `set` is the table) and, on a hit, the link refilled with the target and its function.
-pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
+pub fn hop_dyn_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     let mut miss = a.create_label();
     // The same code a baseline indirect exit makes inline.
-    own_linked_jump(&mut a, true, miss, back)?;
-    own_linked_jump_ends(&mut a, &mut miss, &mut back, None)?;
+    own_linked_jump(&mut a, true, miss, back, count)?;
+    own_linked_jump_ends(&mut a, &mut miss, &mut back, None, count)?;
     a.assemble(0)
 }
 
@@ -88,7 +88,7 @@ pub fn hop_dyn_code() -> Result<Vec<u8>, iced_x86::IcedError> {
 /// in RCX in its set (`table + (hash(rip) >> shift) * 64`, the table being the link's `set`)
 /// and, on a hit, the link refilled with the target and its function and the jump (else to
 /// `back`). Touches RAX, R8–R11 and flags.
-fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel) -> Result<(), IcedError> {
+fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(), IcedError> {
     a.mov(r11, r8)?;
     a.mov(r10, chain::HASH_MUL)?;
     a.imul_2(r10, rcx)?;
@@ -96,7 +96,7 @@ fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel) -> Result<(), IcedError> {
     a.shl(r10, chain::SET_BYTES.trailing_zeros())?;
     a.add(r10, qword_ptr(r11 + chain::LINK_SET))?;
     a.mov(r8, r10)?;
-    table_jump(a, back, Some(true))
+    table_jump(a, back, Some(true), count)
 }
 
 /// The jump through the link at R8 as a baseline exit makes it inline (`base::emit`), with its
@@ -111,12 +111,13 @@ pub fn own_linked_jump(
     check_rip: bool,
     slow: CodeLabel,
     back: CodeLabel,
+    count: bool,
 ) -> Result<(), IcedError> {
     if check_rip {
         a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
         a.jne(slow)?;
     }
-    jump_if_linked(a, slow, back)
+    jump_if_linked(a, slow, back, count)
 }
 
 /// The cold ends of [`own_linked_jump`]: `slow` jumps to the shared stub at `stub`
@@ -129,6 +130,7 @@ pub fn own_linked_jump_ends(
     slow: &mut CodeLabel,
     back: &mut CodeLabel,
     stub: Option<u64>,
+    count: bool,
 ) -> Result<(), IcedError> {
     a.set_label(slow)?;
     match stub {
@@ -136,7 +138,7 @@ pub fn own_linked_jump_ends(
             a.mov(rax, stub)?;
             a.jmp(rax)?;
         }
-        None => dyn_refill(a, *back)?,
+        None => dyn_refill(a, *back, count)?,
     }
     back_to_dispatcher(a, back)
 }
@@ -148,6 +150,7 @@ fn jump_if_linked(
     a: &mut CodeAssembler,
     empty: CodeLabel,
     back: CodeLabel,
+    count: bool,
 ) -> Result<(), IcedError> {
     a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
     a.test(rax, rax)?;
@@ -155,7 +158,7 @@ fn jump_if_linked(
     a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
     a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
     a.ja(back)?;
-    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    count_hop(a, count)?;
     a.jmp(rax)
 }
 
@@ -164,7 +167,12 @@ fn jump_if_linked(
 /// chain_end`), the hop counted, the jump through the entry's `func`. With `fill`, the link
 /// at R11 gets the entry's function and length first (and, if `fill` is `Some(true)`, the
 /// target as its RIP).
-fn table_jump(a: &mut CodeAssembler, back: CodeLabel, fill: Option<bool>) -> Result<(), IcedError> {
+fn table_jump(
+    a: &mut CodeAssembler,
+    back: CodeLabel,
+    fill: Option<bool>,
+    count: bool,
+) -> Result<(), IcedError> {
     let (rip, len, func) = (chain::OFF_RIP, chain::OFF_LEN, chain::OFF_FUNC);
     a.mov(r10, qword_ptr(r8 + rip))?;
     a.lea(rax, qword_ptr(r8 + chain::ENTRY_BYTES as i32))?;
@@ -187,8 +195,18 @@ fn table_jump(a: &mut CodeAssembler, back: CodeLabel, fill: Option<bool>) -> Res
     }
     a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
     a.ja(back)?;
-    a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    count_hop(a, count)?;
     a.jmp(qword_ptr(rax + func))
+}
+
+/// With `count`, the hop counted in `Frame::chains` (`JitConfig::count_chains`: a
+/// read-modify-write of one frame field per chained jump, ~5% of heap's run time, made only
+/// when the statistics are asked for).
+fn count_hop(a: &mut CodeAssembler, count: bool) -> Result<(), IcedError> {
+    if count {
+        a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    }
+    Ok(())
 }
 
 /// No jump: RIP is the target, back to the dispatcher.
@@ -210,7 +228,7 @@ mod tests {
     #[test]
     fn the_machine_code_stub_writes_only_scratch_registers() {
         scratch_only(
-            &hop_code().expect("assembles"),
+            &hop_code(true).expect("assembles"),
             &[Register::RAX, Register::R9, Register::R10],
         );
     }
@@ -224,8 +242,10 @@ mod tests {
             Register::R10,
             Register::R11,
         ];
-        scratch_only(&hop_link_code().expect("assembles"), &scratch);
-        scratch_only(&hop_dyn_code().expect("assembles"), &scratch);
+        for count in [false, true] {
+            scratch_only(&hop_link_code(count).expect("assembles"), &scratch);
+            scratch_only(&hop_dyn_code(count).expect("assembles"), &scratch);
+        }
     }
 
     fn scratch_only(code: &[u8], scratch: &[Register]) {
