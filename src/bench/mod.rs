@@ -292,7 +292,7 @@ fn describe_failure(what: &str, out: &std::io::Result<Output>) -> Option<String>
 }
 
 /// Whether a program's output says its self-checks failed: every program in
-/// `tests/programs` ends with `<name> ok (0 failures)` or `<name> FAILED (<n> failures)`.
+/// `tests/programs` ends with a line `… ok (0 failures)` or `… FAILED (<n> failures)`.
 /// A failing native run still serves as the reference (the engines must agree with it), but
 /// a benchmark whose workload is wrong natively is noted.
 fn self_checks_failed(stdout: &[u8]) -> bool {
