@@ -639,11 +639,20 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             continue;
         }
         let g = gpr_ref(ins.op_register(op)).expect("covered: a plain GPR");
+        // A source that is the destination register itself (`test eax, eax`, `xor eax,
+        // eax`, `sbb rax, rax`), already loaded: RAX's family again, no second load (the
+        // covered instructions write no source operand). Two-operand forms only: SHLD/SHRD's
+        // OF (`of_by_one`) reads the source from RDX.
+        let again = op > 0
+            && reads0
+            && ins.op_count() == 2
+            && ins.op_kind(0) == OpKind::Register
+            && ins.op_register(op) == ins.op_register(0);
         let host = if op == 0 { rax } else { rdx };
-        if op > 0 || reads0 {
+        if (op > 0 || reads0) && !again {
             e.load_reg(host, g.index)?;
         }
-        h.set_op_register(op, host_reg(op, g.size));
+        h.set_op_register(op, host_reg(if again { 0 } else { op }, g.size));
         if op == 0 && writes0 {
             dest = Some((g.index, g.size));
         }
