@@ -950,13 +950,12 @@ impl Jit {
                 return (all, true);
             }
         }
-        let warm = self.config.threshold.div_ceil(4);
         let out = self.region_search(
             key,
             ram,
             self.config.region_blocks,
             self.config.region_insns,
-            warm,
+            self.warm_count(),
         );
         (self.region_shape(out), false)
     }
@@ -1081,7 +1080,12 @@ impl Jit {
     /// the page, still valid, and warm — run at least a quarter of the threshold times (not a
     /// cold error path).
     fn warm_neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam) -> Option<&Entry> {
-        self.neighbour(key, t, ram, self.config.threshold.div_ceil(4))
+        self.neighbour(key, t, ram, self.warm_count())
+    }
+
+    /// The runs that make a block warm for regions and traces: a quarter of the threshold.
+    fn warm_count(&self) -> u32 {
+        self.config.threshold.div_ceil(4)
     }
 
     /// [`Jit::warm_neighbour`] with another least run count.

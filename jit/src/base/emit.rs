@@ -704,7 +704,8 @@ fn from_raw(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.or(r10d, r11d)
 }
 
-/// The bits of a capture's raw layout ([`Capture`]) that hold the RFLAGS bits `f`.
+/// The bits of a capture's raw layout ([`Capture`]) that hold the RFLAGS bits `f` (the
+/// inverse of `lift::flags::raw_status`, by which the record's readers convert back).
 fn raw_layout(f: u32) -> u32 {
     (f & 0xff) << 8 | (f >> 11) & 1
 }

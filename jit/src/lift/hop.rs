@@ -7,9 +7,9 @@
 //! (or its link), `cpu.retired` as just stored, and the `entered` word the target gets (see
 //! `Lower::skip_target_check`). The plain stub takes the set's first way if its RIP is the
 //! target, else the second; if that entry holds the target and the budget covers the target
-//! block's length, it counts the hop and tail-calls the entry's function; otherwise it stores
-//! RIP and returns [`ret::DISPATCH`] to the dispatcher (the exit was tail-called, so its
-//! return goes straight there).
+//! block's length, it counts the hop (with `JitConfig::count_chains`) and tail-calls the
+//! entry's function; otherwise it stores RIP and returns [`ret::DISPATCH`] to the dispatcher
+//! (the exit was tail-called, so its return goes straight there).
 //!
 //! The stubs are machine code assembled at start-up: compiled by Cranelift the plain one
 //! needed a frame (frame pointers are required with tail calls) and 16 instructions on the
