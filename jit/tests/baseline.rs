@@ -262,17 +262,20 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
 /// Accesses that reuse the last access's TLB hit (same base register, PUSH/POP and
 /// `add/sub rsp` followed) must leave for the interpreter when they reach another page: POPs
 /// walking up off the end of RAM, and loads walking down from a user page into the
-/// supervisor-only first 2 MiB, fault exactly where the interpreter faults. The loop runs the
-/// block on safe addresses first (so it is compiled), then on the crossing ones. Checked:
-/// without the same-page test the JIT reads past the boundary and the test fails.
+/// supervisor-only first 2 MiB, fault exactly where the interpreter faults; so do loads that
+/// reuse a store's hit (a write hit serves reads). The loop runs the block on safe addresses
+/// first (so it is compiled), then on the crossing ones. Checked: without the same-page test
+/// the JIT reads past the boundary and the test fails.
 #[test]
 fn reused_tlb_hits_stop_at_page_boundaries() {
     // (The one before last runs in the same page without crossing: the crossing run's first
     // access must hit the TLB for its successors to reuse the hit.)
-    for (up, warm, last) in [
-        (true, TEST_RAM - 64, TEST_RAM - 16),
-        (false, 0x20_0040, 0x20_0004),
+    for (kind, warm, last) in [
+        (0, TEST_RAM - 64, TEST_RAM - 16),
+        (1, 0x20_0040, 0x20_0004),
+        (2, 0x20_0040, 0x20_0004),
     ] {
+        let up = kind == 0;
         let code = TestMachine::assemble(|a| {
             let mut top = a.create_label();
             let mut skip = a.create_label();
@@ -300,6 +303,11 @@ fn reused_tlb_hits_stop_at_page_boundaries() {
                 a.pop(rdx)?;
                 a.sub(rsp, 16)?;
                 a.pop(rsi)?;
+            } else if kind == 2 {
+                a.mov(rbx, r15)?;
+                a.mov(dword_ptr(rbx + 8), eax)?;
+                a.add(edx, dword_ptr(rbx + 12))?;
+                a.mov(esi, dword_ptr(rbx - 8))?;
             } else {
                 a.mov(rbx, r15)?;
                 a.mov(eax, dword_ptr(rbx + 8))?;
@@ -322,7 +330,7 @@ fn reused_tlb_hits_stop_at_page_boundaries() {
                 exit.reason,
                 ExitReason::Exception(lockstep_interp::Fault::PageFault { .. })
             ),
-            "up {up}: {exit:?}"
+            "kind {kind}: {exit:?}"
         );
         assert!(jit.stats.baseline >= 1, "{}", jit.stats.summary());
         assert!(jit.stats.accesses_deferred >= 1, "{}", jit.stats.summary());

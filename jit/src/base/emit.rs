@@ -3,8 +3,9 @@
 //! captured and merged), the deferring exits and the chained exits.
 //!
 //! Host registers: RDI the `CpuState`, RSI the frame (both live for the whole function);
-//! RAX and RDX an instruction's operands, R8 a linear address, R9 the host address a probe
-//! found, R10 captured host flags awaiting their merge, RCX and R11 scratch.
+//! RAX and RDX an instruction's operands, R8 a linear address, R9 the host delta of its page
+//! (the TLB entry's `host` field, which a probe found: the host address is `[R9 + R8]`), R10
+//! captured host flags awaiting their merge, RCX and R11 scratch.
 //!
 //! Captured flags stay in R10 across memory accesses (addressing and probes leave R10 alone):
 //! a deferring exit merges them on its cold path, a chained exit hands them to the next
@@ -26,8 +27,9 @@ pub const CF: u32 = flags::CF as u32;
 /// A piece of cold code, assembled after the main path.
 type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
 
-/// The last memory access whose linear and host addresses R8 and R9 still hold: R8 is guest
-/// register `g`'s current value plus `off`; it went through the write table or the read one.
+/// The last memory access whose linear address and page's host delta R8 and R9 still hold: R8 is guest
+/// register `g`'s current value plus `off`; its page's hit came from the write table (and
+/// so serves reads as well) or the read one.
 #[derive(Clone, Copy, Debug)]
 struct Last {
     g: usize,
@@ -88,7 +90,7 @@ pub struct Emit {
     /// Captured host flags in R10 not yet merged into RFLAGS.
     pending: Option<Capture>,
     pub host: HostFlags,
-    /// The last access, while R8 and R9 still hold its linear and host address.
+    /// The last access, while R8 and R9 still hold its linear address and host delta.
     last: Option<Last>,
     /// The frame may still hold an incoming flag record that the next full flag write must
     /// drop (`Frame::fl_code` set to 0).
@@ -151,7 +153,7 @@ impl Emit {
         for f in core::mem::take(&mut self.cold) {
             f(&mut self.a)?;
         }
-        self.a.assemble(0)
+        super::asm::assemble(&mut self.a)
     }
 
     /// Add a guest instruction renamed for the host (`h`, a copy of the guest's), without its
@@ -366,9 +368,10 @@ impl Emit {
     // ----- memory -----
 
     /// An access of `size` bytes at guest register `g` plus `disp` (no segment base) through
-    /// the read or the `write` table: the linear address into R8 and the host address into
-    /// R9, or the deferring exit. When the last access went through the same table at the
-    /// same register, less than [`REUSE_DELTA`] bytes away, its TLB hit serves this one if
+    /// the read or the `write` table: the linear address into R8 and its page's host delta
+    /// into R9 (the host address is `[R9 + R8]`), or the deferring exit. When the last access went through the same table (or the
+    /// write table, for a read) at the same register, less than [`REUSE_DELTA`] bytes away,
+    /// its TLB hit serves this one if
     /// it is in the same page (nothing on the main path fills or drops TLB entries: a miss
     /// leaves the block; see `lift::group`); in another page the access defers. Clobbers
     /// RCX, R11 and the flags.
@@ -380,7 +383,10 @@ impl Emit {
         size: u32,
     ) -> Result<(), IcedError> {
         self.host = HostFlags::Stale;
-        if let Some(l) = self.last.filter(|l| l.g == g && l.write == write) {
+        // A write hit serves a read too: the write table holds only pages the current
+        // privilege may write, and x86 has no page that can be written but not read (no
+        // read side effects either: MMIO pages are never cached).
+        if let Some(l) = self.last.filter(|l| l.g == g && (l.write || !write)) {
             let delta = disp.wrapping_sub(l.off);
             if delta.abs() < REUSE_DELTA {
                 let last = 4096 - size as i64;
@@ -396,13 +402,13 @@ impl Emit {
                 let defer = self.defer_label()?;
                 self.a.ja(defer)?;
                 if delta != 0 {
+                    // (R9, the page's host delta, serves the whole page.)
                     self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
-                    self.a.lea(r9, qword_ptr(r9 + delta as i32))?;
                 }
                 self.last = Some(Last {
                     g,
                     off: disp,
-                    write,
+                    write: l.write,
                 });
                 return Ok(());
             }
@@ -474,7 +480,8 @@ impl Emit {
     }
 
     /// The TLB probe for `size` bytes at the linear address in R8 through the read or the
-    /// `write` table: the host address into R9, or (a miss, a page crossing) the deferring
+    /// `write` table: the page's host delta into R9 (the entry's `host` field: the host
+    /// address is `[R9 + R8]`), or (a miss, a page crossing) the deferring
     /// exit. Clobbers RCX, R11 and the flags; keeps R8 (and R10, captured flags).
     pub fn probe(&mut self, write: bool, size: u32) -> Result<(), IcedError> {
         self.host = HostFlags::Stale;
@@ -484,9 +491,14 @@ impl Emit {
             Frame::OFF_TLB_READ
         };
         let shift = 12 - TLB_ENTRY_BYTES.trailing_zeros();
-        // (The entry's offset needs the address's bits 12–24 only: 32-bit arithmetic.)
-        self.a.mov(ecx, r8d)?;
-        self.a.shr(ecx, shift)?;
+        // (The entry's offset needs the address's bits 12–24 only: 32-bit arithmetic. With
+        // BMI2 one RORX moves them down; the bits it rotates in at the top are masked off.)
+        if host_bmi2() {
+            self.a.rorx(ecx, r8d, shift)?;
+        } else {
+            self.a.mov(ecx, r8d)?;
+            self.a.shr(ecx, shift)?;
+        }
         self.a
             .and(ecx, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as u32)?;
         self.a.add(rcx, qword_ptr(rsi + table))?;
@@ -495,8 +507,7 @@ impl Emit {
         self.a.cmp(qword_ptr(rcx), r11)?;
         let defer = self.defer_label()?;
         self.a.jne(defer)?;
-        self.a.mov(r9, qword_ptr(rcx + 8))?;
-        self.a.add(r9, r8)
+        self.a.mov(r9, qword_ptr(rcx + 8))
     }
 
     /// A cold exit that leaves before the current instruction with `STOP | DEFER` (the
@@ -757,4 +768,10 @@ pub(super) fn exit_word(
         }
     }
     a.ret()
+}
+
+/// Does this host have BMI2 (RORX, for the TLB probe)?
+fn host_bmi2() -> bool {
+    static HOST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| std::arch::is_x86_feature_detected!("bmi2"))
 }

@@ -1,6 +1,6 @@
 //! The instructions the baseline tier compiles, and how: most are the guest instruction itself
 //! with its register operands renamed to host scratch registers (RAX's family for the first
-//! operand, RDX's for the second) and its memory operand to `[R9]`, the host address the TLB
+//! operand, RDX's for the second) and its memory operand to `[R9 + R8]`, the host address the TLB
 //! probe found. The host then computes exactly what the guest instruction computes, flags
 //! included; the flags the architecture leaves undefined never come from the host (AF after
 //! a logic operation is 0, this reference host's value, as the interpreter has it).
@@ -286,7 +286,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         Code::Pop_r64 => {
             let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
             e.access_at(reg::RSP, 0, false, 8)?;
-            e.a.mov(rax, qword_ptr(r9))?;
+            e.a.mov(rax, qword_ptr(r9 + r8))?;
             e.a.lea(r11, qword_ptr(r8 + 8))?;
             e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
             e.reg_moved(reg::RSP, 8);
@@ -301,7 +301,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => e.exit_const(ins.near_branch_target())?,
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
-            e.a.mov(rcx, qword_ptr(r9))?;
+            e.a.mov(rcx, qword_ptr(r9 + r8))?;
             ret_exit(e)?;
         }
         Code::Jmp_rm64 => {
@@ -363,7 +363,7 @@ pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Res
         Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => Ok(()),
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
-            e.a.mov(rcx, qword_ptr(r9))?;
+            e.a.mov(rcx, qword_ptr(r9 + r8))?;
             e.a.mov(rax, next)?;
             e.a.cmp(rcx, rax)?;
             e.host = super::emit::HostFlags::Stale;
@@ -444,7 +444,7 @@ fn negated(c: ConditionCode) -> ConditionCode {
 fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Result<(), IcedError> {
     if ins.op0_kind() == OpKind::Memory {
         access(e, ins, false, 8)?;
-        e.a.mov(dst, qword_ptr(r9))?;
+        e.a.mov(dst, qword_ptr(r9 + r8))?;
     } else {
         let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
         e.load_reg(dst, g)?;
@@ -505,7 +505,7 @@ fn push(
 ) -> Result<(), IcedError> {
     e.access_at(reg::RSP, -8, true, 8)?;
     value(e)?;
-    e.a.mov(qword_ptr(r9), rax)?;
+    e.a.mov(qword_ptr(r9 + r8), rax)?;
     e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
     e.reg_moved(reg::RSP, -8);
     Ok(())
@@ -733,7 +733,7 @@ fn sign_extend(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
 }
 
 /// The access to `ins`'s memory operand (`size` bytes, through the read or the `write` table):
-/// its linear address into R8 and host address into R9, or the deferring exit.
+/// its linear address into R8 and its page's host delta into R9, or the deferring exit.
 pub(super) fn access(
     e: &mut Emit,
     ins: &Instruction,
@@ -749,10 +749,11 @@ pub(super) fn access(
     }
 }
 
-/// `h`'s memory operand renamed to `[R9]` (where [`access`] put the host address).
+/// `h`'s memory operand renamed to `[R9 + R8]`, the host address (where [`access`] put the
+/// linear address and its page's host delta).
 pub(super) fn memory_at_r9(h: &mut Instruction) {
     h.set_memory_base(Register::R9);
-    h.set_memory_index(Register::None);
+    h.set_memory_index(Register::R8);
     h.set_memory_index_scale(1);
     h.set_memory_displacement64(0);
     h.set_memory_displ_size(0);

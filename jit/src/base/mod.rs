@@ -22,6 +22,7 @@
 //!   registers in host registers, lazy flags). The baseline tier takes the many blocks that
 //!   run a few thousand times, Cranelift the few that run millions of times.
 
+mod asm;
 mod emit;
 pub mod insn;
 mod shift;
@@ -178,12 +179,17 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     e.a.cmp(rdx, rax)?;
     e.a.je(body)?;
     e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
-    e.a.mov(rax, vpn)?;
-    e.a.cmp(qword_ptr(r8 + off), rax)?;
-    e.a.jne(fail)?;
-    e.a.mov(rax, want)?;
-    e.a.cmp(qword_ptr(r8 + off + 8), rax)?;
-    e.a.jne(fail)?;
+    for (at, value) in [(off, vpn), (off + 8, want)] {
+        // (A value that is a sign-extended 32-bit immediate is compared as one.)
+        match i32::try_from(value as i64) {
+            Ok(imm) => e.a.cmp(qword_ptr(r8 + at), imm)?,
+            Err(_) => {
+                e.a.mov(rax, value)?;
+                e.a.cmp(qword_ptr(r8 + at), rax)?;
+            }
+        }
+        e.a.jne(fail)?;
+    }
     e.a.mov(r8, qword_ptr(rsi + Frame::OFF_CODE_TABLE))?;
     for (page, word) in block.code_words() {
         // (`covers` made sure the block is in one page.)
@@ -196,11 +202,13 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
         }
         e.a.jne(fail)?;
     }
-    e.a.jmp(body)?;
-    e.a.set_label(&mut fail)?;
-    e.a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
-    e.a.mov(eax, ret::DISPATCH as u32)?;
-    e.a.ret()?;
+    // (A failed check leaves from cold code: the checked entry falls through.)
+    e.later(move |a| {
+        a.set_label(&mut fail)?;
+        a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
+        a.mov(eax, ret::DISPATCH as u32)?;
+        a.ret()
+    });
     e.a.set_label(&mut body)?;
     if let Some(counter) = e.counter {
         // The run counter; at zero, back to the dispatcher before anything is done (the

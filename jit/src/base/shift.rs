@@ -33,7 +33,7 @@ pub(super) fn shift_of_fix(ins: &Instruction) -> bool {
     matches!(ins.mnemonic(), Shl | Shr | Shld | Shrd) && shift_count(ins) > 1
 }
 
-/// OF of the same shift by 1 of the original first operand (in RAX, else at `[R9]`: only its
+/// OF of the same shift by 1 of the original first operand (in RAX, else at `[R9 + R8]`: only its
 /// own bytes, the probe checked no more), into R11 as 0 or 1 — the interpreter's OF for SHL/
 /// SHR/SHLD/SHRD by more than 1, which the architecture leaves undefined. SHLD/SHRD's source
 /// is in RDX's family. Clobbers the host's flags.
@@ -41,8 +41,8 @@ pub(super) fn of_by_one(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError
     let wide = wide(ins);
     match (ins.op0_kind() == OpKind::Memory, wide) {
         (false, _) => e.a.mov(r11, rax)?,
-        (true, true) => e.a.mov(r11, qword_ptr(r9))?,
-        (true, false) => e.a.mov(r11d, dword_ptr(r9))?,
+        (true, true) => e.a.mov(r11, qword_ptr(r9 + r8))?,
+        (true, false) => e.a.mov(r11d, dword_ptr(r9 + r8))?,
     }
     let code = match (ins.mnemonic(), wide) {
         (Mnemonic::Shl, true) => Code::Shl_rm64_imm8,

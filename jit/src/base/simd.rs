@@ -1,7 +1,7 @@
 //! The baseline tier's SSE and AVX instructions: moves, logic, integer and floating-point
 //! arithmetic, compares and conversions, run on the host itself with their XMM/YMM operands
 //! renamed to host XMM0–XMM3 (loaded from and stored back to `CpuState`), GPR operands to
-//! RAX/RDX and the memory operand to `[R9]`, as `insn` does for integer instructions.
+//! RAX/RDX and the memory operand to `[R9 + R8]`, as `insn` does for integer instructions.
 //!
 //! Why the host's result is the guest's: every form listed here is fully specified by the
 //! architecture (IEEE 754 with x86's NaN, denormal and rounding rules; no approximations such

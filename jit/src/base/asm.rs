@@ -1,0 +1,193 @@
+//! Machine code from the emitter's instruction list, without iced's `BlockEncoder`: every
+//! instruction but the branches to labels is encoded once, position-independent, and the
+//! branches are sized in one pass (short where the distance in the all-near layout fits a
+//! byte, which it then still does: the layout only shrinks) and encoded at their final place.
+//!
+//! `CodeAssembler::assemble` encodes each instruction twice (once to size it, once at its
+//! address) and boxes each one; in libm's run that was about half of the baseline tier's
+//! compile time. A list this pass does not handle (a RIP-relative operand, a branch that is
+//! not a JMP/Jcc/CALL to a label) goes to iced's assembler as before.
+
+use iced_x86::code_asm::CodeAssembler;
+use iced_x86::{Code, Encoder, IcedError, Instruction, OpKind};
+
+/// How one instruction is placed: bytes already encoded, or a branch to instruction `to`.
+enum Piece {
+    Bytes { start: usize, len: usize },
+    Branch { to: usize, short: bool },
+}
+
+/// The code of `a`'s instructions at address 0 (what `a.assemble(0)` makes, except that
+/// branch sizes may differ).
+pub fn assemble(a: &mut CodeAssembler) -> Result<Vec<u8>, IcedError> {
+    match fast(a.instructions())? {
+        Some(code) => Ok(code),
+        None => a.assemble(0),
+    }
+}
+
+/// A branch to a label: its instruction with the near form's code, or `None` for anything
+/// else. (Jcc, JMP and CALL with a 64-bit near target; a label is an instruction's IP.)
+fn label_branch(ins: &Instruction) -> Option<Instruction> {
+    if ins.op_count() != 1 || ins.op0_kind() != OpKind::NearBranch64 {
+        return None;
+    }
+    let mut near = *ins;
+    near.as_near_branch();
+    (near.is_jcc_near() || near.is_jmp_near() || near.is_call_near()).then_some(near)
+}
+
+/// Bytes of a branch's short (`true`) or near form (`Some`), if it has that form.
+fn branch_len(near: &Instruction, short: bool) -> Option<usize> {
+    match (near.code(), short) {
+        (Code::Call_rel32_64, true) => None,
+        (Code::Call_rel32_64 | Code::Jmp_rel32_64, false) => Some(5),
+        (_, true) => Some(2),
+        (_, false) => Some(6),
+    }
+}
+
+/// The code, or `None` when the list needs iced's assembler.
+fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
+    // Labels: an instruction's IP is the id of the label set on it (ids count from 1; the
+    // emitter's own instructions have IP 0). Ids are dense, so a table indexes them.
+    let most = instrs.len() * 4 + 64;
+    let mut at = Vec::new();
+    for (k, ins) in instrs.iter().enumerate() {
+        let id = ins.ip() as usize;
+        if id == 0 {
+            continue;
+        }
+        if id > most {
+            return Ok(None);
+        }
+        if at.len() <= id {
+            at.resize(id + 1, usize::MAX);
+        }
+        at[id] = k;
+    }
+    let mut enc = Encoder::new(64);
+    let mut pieces = Vec::with_capacity(instrs.len());
+    let mut start = 0;
+    for ins in instrs {
+        if ins.op_count() >= 1 && ins.op0_kind() == OpKind::NearBranch64 {
+            let to = at
+                .get(ins.near_branch64() as usize)
+                .copied()
+                .filter(|&t| t != usize::MAX);
+            match (label_branch(ins), to) {
+                (Some(_), Some(to)) => pieces.push(Piece::Branch { to, short: false }),
+                _ => return Ok(None),
+            }
+            continue;
+        }
+        if ins.is_ip_rel_memory_operand() {
+            return Ok(None);
+        }
+        let len = enc.encode(ins, 0)?;
+        pieces.push(Piece::Bytes { start, len });
+        start += len;
+    }
+    let bytes = enc.take_buffer();
+    // The all-near layout, then short branches where that layout's distance fits.
+    let near_of = |k: usize| label_branch(&instrs[k]).expect("a label branch");
+    let layout = |pieces: &[Piece]| -> Vec<usize> {
+        let mut off = Vec::with_capacity(pieces.len() + 1);
+        let mut o = 0;
+        for (k, p) in pieces.iter().enumerate() {
+            off.push(o);
+            o += match p {
+                Piece::Bytes { len, .. } => *len,
+                Piece::Branch { short, .. } => {
+                    branch_len(&near_of(k), *short).expect("a form that exists")
+                }
+            };
+        }
+        off.push(o);
+        off
+    };
+    let long = layout(&pieces);
+    for k in 0..pieces.len() {
+        if let Piece::Branch { to, short } = &mut pieces[k] {
+            if branch_len(&near_of(k), true).is_some() {
+                let end = long[k] as i64 + 2;
+                *short = i8::try_from(long[*to] as i64 - end).is_ok();
+            }
+        }
+    }
+    let off = layout(&pieces);
+    let mut code = Vec::with_capacity(off[pieces.len()]);
+    for (k, p) in pieces.iter().enumerate() {
+        match *p {
+            Piece::Bytes { start, len } => code.extend_from_slice(&bytes[start..start + len]),
+            Piece::Branch { to, short } => {
+                let mut b = near_of(k);
+                if short {
+                    b.as_short_branch();
+                }
+                b.set_near_branch64(off[to] as u64);
+                let len = enc.encode(&b, off[k] as u64)?;
+                code.extend_from_slice(&enc.take_buffer());
+                debug_assert_eq!(len, off[k + 1] - off[k]);
+            }
+        }
+    }
+    Ok(Some(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fast;
+    use iced_x86::code_asm::*;
+
+    /// The same instructions as iced's assembler, with every branch reaching its label: short
+    /// ones, near ones (over 200 bytes of code), backward, forward and a CALL.
+    #[test]
+    fn branches_reach_their_labels_as_with_iceds_assembler() {
+        let build = || -> Result<CodeAssembler, IcedError> {
+            let mut a = CodeAssembler::new(64)?;
+            let mut top = a.create_label();
+            let mut far = a.create_label();
+            let mut near = a.create_label();
+            let mut sub = a.create_label();
+            a.set_label(&mut top)?;
+            a.mov(rax, qword_ptr(rdi + 0x18))?;
+            a.cmp(rax, 7)?;
+            a.je(near)?;
+            a.jne(far)?;
+            a.call(sub)?;
+            a.set_label(&mut near)?;
+            a.add(rax, 1)?;
+            for k in 0..40 {
+                a.mov(qword_ptr(rdi + 8 * k), rax)?;
+            }
+            a.jb(top)?;
+            a.set_label(&mut far)?;
+            a.mov(rax, 0x1234_5678_9abc_def0u64)?;
+            a.jmp(top)?;
+            a.set_label(&mut sub)?;
+            a.ret()?;
+            Ok(a)
+        };
+        let mut a = build().unwrap();
+        let ours = fast(a.instructions()).unwrap().expect("handled");
+        let iced = build().unwrap().assemble(0).unwrap();
+        assert_eq!(
+            super::super::disassemble(&ours),
+            super::super::disassemble(&iced)
+        );
+        assert_eq!(ours, iced);
+        let _ = a.assemble(0).unwrap();
+    }
+
+    /// A RIP-relative operand is left to iced's assembler.
+    #[test]
+    fn rip_relative_operands_go_to_iced() {
+        let mut a = CodeAssembler::new(64).unwrap();
+        let mut l = a.create_label();
+        a.mov(rax, qword_ptr(l)).unwrap();
+        a.set_label(&mut l).unwrap();
+        a.ret().unwrap();
+        assert!(fast(a.instructions()).unwrap().is_none());
+    }
+}
