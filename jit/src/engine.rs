@@ -90,6 +90,11 @@ pub struct JitConfig {
     /// (session 35). On by default; the command line turns it on only when the statistics
     /// are printed ([`stats_requested`]).
     pub count_chains: bool,
+    /// A block the baseline tier takes on its own — no loop through it, every instruction
+    /// covered (`base::covers`) — is compiled when it has run this percentage of the
+    /// threshold, not the whole (100: at the threshold). Loops wait for the threshold: their
+    /// region search and shape want their blocks' counts.
+    pub base_early_percent: u32,
     /// Test-only: flip bit 0 of RAX after every compiled block, so that `Verify` has a
     /// divergence to find. Never set outside tests.
     pub test_corrupt_rax: bool,
@@ -128,6 +133,8 @@ impl Default for JitConfig {
             call_loops_base: true,
             recursive_regions: true,
             count_chains: true,
+            // Measured (docs/jit.md, "Baseline tier", session 36).
+            base_early_percent: 50,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -310,6 +317,9 @@ enum Compile {
     PageFull,
     /// The compiler refused the region (the error is in the statistics).
     Refused,
+    /// Asked early (`JitConfig::base_early_percent`) for a block that is not one the
+    /// baseline tier takes alone: nothing done, the entry waits for the threshold.
+    NotYet,
 }
 
 const FRONT_ENTRIES: usize = 1 << 14;
@@ -516,7 +526,8 @@ impl Jit {
     /// and `LOCKSTEP_JIT_BASE` (0/1) `config.dag_regions` and `config.baseline`, and
     /// `LOCKSTEP_JIT_PROMOTE` (runs), `LOCKSTEP_JIT_PROMOTE_MIN` (instructions) and
     /// `LOCKSTEP_JIT_BASE_TRACE` (blocks) `config.promote`, `config.promote_min_insns` and
-    /// `config.base_trace`, and `LOCKSTEP_JIT_FP_LOOP_BASE` and `LOCKSTEP_JIT_CALL_LOOP_BASE`
+    /// `config.base_trace`, `LOCKSTEP_JIT_BASE_EARLY` (percent) `config.base_early_percent`,
+    /// and `LOCKSTEP_JIT_FP_LOOP_BASE` and `LOCKSTEP_JIT_CALL_LOOP_BASE`
     /// (0/1) `config.fp_loops_base` and `config.call_loops_base` (host-side
     /// tuning for measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
@@ -553,6 +564,12 @@ impl Jit {
             .and_then(|v| v.parse::<usize>().ok())
         {
             config.base_trace = n;
+        }
+        if let Some(n) = std::env::var("LOCKSTEP_JIT_BASE_EARLY")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            config.base_early_percent = n;
         }
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_FP_LOOP_BASE") {
             config.fp_loops_base = v == "1";
@@ -803,14 +820,16 @@ impl Jit {
         valid: bool,
     ) -> Option<ExitReason> {
         let threshold = self.config.threshold;
+        let early = self.early_count();
         let rip = ctx.cpu.state.rip;
         // The common case (a valid entry that needs no tier change) touches only the entry.
         let mut due = true;
         if valid {
             self.stats.lookup_hits += 1;
             let e = &mut self.entries[idx];
+            let next = e.count.saturating_add(1);
             if matches!(e.tier, Tier::Ready(_) | Tier::Failed)
-                || (matches!(e.tier, Tier::Cold) && e.count.saturating_add(1) < threshold)
+                || (matches!(e.tier, Tier::Cold) && next < threshold && next != early)
             {
                 e.count = e.count.saturating_add(1);
                 due = false;
@@ -1088,6 +1107,14 @@ impl Jit {
         self.config.threshold.div_ceil(4)
     }
 
+    /// The run at which a block the baseline tier takes alone is compiled
+    /// (`JitConfig::base_early_percent` of the threshold; never below the warm count, so
+    /// that its trace finds its successors warm).
+    fn early_count(&self) -> u32 {
+        let pct = self.config.base_early_percent.min(100) as u64;
+        ((self.config.threshold as u64 * pct / 100) as u32).max(self.warm_count())
+    }
+
     /// [`Jit::warm_neighbour`] with another least run count.
     fn neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam, min_count: u32) -> Option<&Entry> {
         let page = key.rip & !0xfff;
@@ -1158,9 +1185,22 @@ impl Jit {
                 self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
+            Tier::Cold if count == self.early_count() && count < threshold => {
+                // Early, for a block the baseline tier takes alone; anything else waits.
+                match self.compile_entry(key, ram, true, mxcsr_default, true) {
+                    Compile::Done | Compile::Flushed | Compile::NotYet => {}
+                    Compile::PageFull => {
+                        self.entry_mut(key).expect("entry present").tier = Tier::Failed;
+                        self.stats.smc_pages_interpreted += 1;
+                    }
+                    Compile::Refused => {
+                        self.entry_mut(key).expect("entry present").tier = Tier::Failed;
+                    }
+                }
+            }
             Tier::Cold if count >= threshold => {
-                match self.compile_entry(key, ram, true, mxcsr_default) {
-                    Compile::Done | Compile::Flushed => {}
+                match self.compile_entry(key, ram, true, mxcsr_default, false) {
+                    Compile::Done | Compile::Flushed | Compile::NotYet => {}
                     Compile::PageFull => {
                         self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                         self.stats.smc_pages_interpreted += 1;
@@ -1186,20 +1226,34 @@ impl Jit {
         ram: &GuestRam,
         allow_base: bool,
         mxcsr_default: bool,
+        early: bool,
     ) -> Compile {
         let threshold = self.config.threshold;
         if self.compiler.in_module >= self.config.max_compiled {
             self.flush();
             return Compile::Flushed; // The entry is gone; it is decoded again next time.
         }
-        let n = self.page_compiles.entry(key.phys >> 12).or_insert(0);
-        if *n >= MAX_PAGE_COMPILES {
+        let page = key.phys >> 12;
+        if self
+            .page_compiles
+            .get(&page)
+            .is_some_and(|&n| n >= MAX_PAGE_COMPILES)
+        {
             return Compile::PageFull;
         }
-        *n += 1;
         let (mut region, mut recursive) = self.region_of(key, ram);
         let mut looped =
             recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
+        let alone = region.len() == 1
+            && !looped
+            && allow_base
+            && self.config.baseline
+            && self.config.native
+            && crate::base::covers(&region[0]);
+        if early && !alone {
+            return Compile::NotYet;
+        }
+        *self.page_compiles.entry(page).or_insert(0) += 1;
         // A loop whose entry block the baseline tier covers goes there (the entry block and
         // its trace) when it is a floating-point loop or one that calls, for good (see
         // `JitConfig::fp_loops_base`, `JitConfig::call_loops_base`), and when it is a
@@ -1338,7 +1392,7 @@ impl Jit {
         if !matches!(self.entries[i as usize].tier, Tier::Ready(_)) {
             return;
         }
-        if let Compile::Done = self.compile_entry(&key, ctx.ram, false, false) {
+        if let Compile::Done = self.compile_entry(&key, ctx.ram, false, false, false) {
             self.stats.promoted += 1;
             // At once: the baseline function runs chained, so no dispatch would count the
             // wait (`maybe_finalize`) up for it.
