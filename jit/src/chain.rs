@@ -242,25 +242,18 @@ pub fn link_for(links: (u64, usize), taken: &mut Vec<u64>, t: u64) -> Option<u64
 /// set) until the module is freed with the table.
 pub const LINKS: usize = 1 << 15;
 
-const EMPTY_LINK: Link = Link {
-    func: 0,
-    len: 0,
-    set: 0,
-    rip: NO_RIP,
-};
-
-/// Every direct exit's link, handed out in order as functions are compiled: boxed, so that
-/// the addresses compiled code holds never move; bounded ([`LINKS`]).
+/// Every direct exit's link, handed out in order as functions are compiled: allocated once
+/// with room for [`LINKS`] and never grown past it, so that the addresses compiled code holds
+/// never move; bounded. Only the links handed out are written (pushed), so the pages of the
+/// rest are never touched (a run uses a few thousand of the 32,768).
 pub struct LinkTable {
-    links: Box<[Link]>,
-    used: usize,
+    links: Vec<Link>,
 }
 
 impl Default for LinkTable {
     fn default() -> Self {
         LinkTable {
-            links: vec![EMPTY_LINK; LINKS].into_boxed_slice(),
-            used: 0,
+            links: Vec::with_capacity(LINKS),
         }
     }
 }
@@ -268,35 +261,36 @@ impl Default for LinkTable {
 impl LinkTable {
     /// Address of the next link to hand out and how many are left.
     pub fn next(&self) -> (u64, usize) {
-        let addr = self.links.as_ptr() as u64 + self.used as u64 * LINK_BYTES as u64;
-        (addr, LINKS - self.used)
+        let used = self.links.len();
+        let addr = self.links.as_ptr() as u64 + used as u64 * LINK_BYTES as u64;
+        (addr, LINKS - used)
     }
 
     /// Hand out the next `rips.len()` links (at most what [`Self::next`] said was left), empty:
     /// for direct exits to those RIPs, whose sets are in the chain table at `table`, and for
     /// indirect exits where a RIP is [`DYN`] (their `set` is the table itself).
     pub fn hand_out(&mut self, rips: &[u64], table: u64) {
-        let n = rips.len().min(LINKS - self.used);
-        for (l, &rip) in self.links[self.used..self.used + n].iter_mut().zip(rips) {
+        let n = rips.len().min(LINKS - self.links.len());
+        for &rip in &rips[..n] {
             let set = if rip == DYN {
                 table
             } else {
                 set_addr(table, rip)
             };
-            *l = Link {
+            // (Within the capacity: the vector never moves.)
+            self.links.push(Link {
                 func: 0,
                 len: 0,
                 set,
                 rip,
-            };
+            });
         }
-        self.used += n;
     }
 
     /// Empty the links to any of `rips` (sorted): a new function was made for each, and the
     /// one a link holds may be one whose code went stale.
     pub fn unlink(&mut self, rips: &[u64]) {
-        for l in &mut self.links[..self.used] {
+        for l in &mut self.links {
             if l.func != 0 && rips.binary_search(&l.rip).is_ok() {
                 l.func = 0;
                 l.len = 0;
@@ -306,15 +300,14 @@ impl LinkTable {
 
     /// Drop every link (the module's functions are gone).
     pub fn clear(&mut self) {
-        self.links[..self.used].fill(EMPTY_LINK);
-        self.used = 0;
+        self.links.clear();
     }
 
     /// The link at `addr` (a test's view of what the stub wrote).
     #[cfg(test)]
     pub fn at(&self, addr: u64) -> Option<&Link> {
         let i = addr.checked_sub(self.links.as_ptr() as u64)? / LINK_BYTES as u64;
-        self.links[..self.used].get(i as usize)
+        self.links.get(i as usize)
     }
 }
 
@@ -417,11 +410,12 @@ mod tests {
         assert!(t.at(first).is_none());
     }
 
-    /// No exit target can match an empty entry or link: exit targets are canonical.
+    /// No exit target can match an empty entry: exit targets are canonical. (A link is
+    /// written when it is handed out; none exists empty of a target.)
     #[test]
     fn empty_entries_and_links_have_a_non_canonical_rip() {
         use lockstep_interp::mmu::is_canonical;
-        assert!(!is_canonical(EMPTY.rip) && !is_canonical(EMPTY_LINK.rip) && !is_canonical(DYN));
+        assert!(!is_canonical(EMPTY.rip) && !is_canonical(DYN));
         // The highest canonical address, which the old marker was, probes an empty set.
         let t = ChainTable::default();
         assert!(is_canonical(u64::MAX));
