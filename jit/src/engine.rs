@@ -1185,21 +1185,11 @@ impl Jit {
                 self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
-            Tier::Cold if count == self.early_count() && count < threshold => {
-                // Early, for a block the baseline tier takes alone; anything else waits.
-                match self.compile_entry(key, ram, true, mxcsr_default, true) {
-                    Compile::Done | Compile::Flushed | Compile::NotYet => {}
-                    Compile::PageFull => {
-                        self.entry_mut(key).expect("entry present").tier = Tier::Failed;
-                        self.stats.smc_pages_interpreted += 1;
-                    }
-                    Compile::Refused => {
-                        self.entry_mut(key).expect("entry present").tier = Tier::Failed;
-                    }
-                }
-            }
-            Tier::Cold if count >= threshold => {
-                match self.compile_entry(key, ram, true, mxcsr_default, false) {
+            Tier::Cold if count >= threshold || count == self.early_count() => {
+                // Before the threshold (early), only a block the baseline tier takes alone
+                // is compiled; anything else waits for the threshold.
+                let early = count < threshold;
+                match self.compile_entry(key, ram, true, mxcsr_default, early) {
                     Compile::Done | Compile::Flushed | Compile::NotYet => {}
                     Compile::PageFull => {
                         self.entry_mut(key).expect("entry present").tier = Tier::Failed;
