@@ -64,6 +64,10 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
         if at.len() <= id {
             at.resize(id + 1, usize::MAX);
         }
+        if at[id] != usize::MAX {
+            // Two instructions with one IP: not the assembler's labels.
+            return Ok(None);
+        }
         at[id] = k;
     }
     let mut enc = Encoder::new(64);
@@ -178,6 +182,20 @@ mod tests {
         );
         assert_eq!(ours, iced);
         let _ = a.assemble(0).unwrap();
+    }
+
+    /// Two instructions with the same nonzero IP (not a label the assembler set) are left to
+    /// iced's assembler, which reports them.
+    #[test]
+    fn duplicate_ips_go_to_iced() {
+        let mut a = CodeAssembler::new(64).unwrap();
+        let mut i = iced_x86::Instruction::with1(iced_x86::Code::Push_r64, iced_x86::Register::RAX)
+            .unwrap();
+        i.set_ip(3);
+        a.add_instruction(i).unwrap();
+        a.add_instruction(i).unwrap();
+        a.ret().unwrap();
+        assert!(fast(a.instructions()).unwrap().is_none());
     }
 
     /// A RIP-relative operand is left to iced's assembler.
