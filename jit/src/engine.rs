@@ -462,6 +462,9 @@ struct CompiledExtra {
 /// The JIT engine. Implements the same [`Engine`] contract as the interpreter.
 pub struct Jit {
     pub config: JitConfig,
+    /// [`early_count`] of the configuration, taken at construction (as the compiler's
+    /// baseline settings are): the dispatcher compares every cold entry's count with it.
+    early: u32,
     /// The translation cache: entries by index, and their keys. Entries are only replaced
     /// (same key) or all dropped at once (flush), so an index stays valid until a flush.
     entries: Vec<Entry>,
@@ -592,6 +595,7 @@ impl Jit {
             Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr(), config.count_chains);
         compiler.set_baseline(config.baseline, config.promote, config.promote_min_insns);
         Jit {
+            early: early_count(&config),
             config,
             entries: Vec::new(),
             extras: Vec::new(),
@@ -820,7 +824,7 @@ impl Jit {
         valid: bool,
     ) -> Option<ExitReason> {
         let threshold = self.config.threshold;
-        let early = self.early_count();
+        let early = self.early;
         let rip = ctx.cpu.state.rip;
         // The common case (a valid entry that needs no tier change) touches only the entry.
         let mut due = true;
@@ -1104,15 +1108,7 @@ impl Jit {
 
     /// The runs that make a block warm for regions and traces: a quarter of the threshold.
     fn warm_count(&self) -> u32 {
-        self.config.threshold.div_ceil(4)
-    }
-
-    /// The run at which a block the baseline tier takes alone is compiled
-    /// (`JitConfig::base_early_percent` of the threshold; never below the warm count, so
-    /// that its trace finds its successors warm).
-    fn early_count(&self) -> u32 {
-        let pct = self.config.base_early_percent.min(100) as u64;
-        ((self.config.threshold as u64 * pct / 100) as u32).max(self.warm_count())
+        warm_count(&self.config)
     }
 
     /// [`Jit::warm_neighbour`] with another least run count.
@@ -1185,7 +1181,7 @@ impl Jit {
                 self.entry_mut(key).expect("entry present").tier = Tier::Failed;
                 self.stats.interp_only_blocks += 1;
             }
-            Tier::Cold if count >= threshold || count == self.early_count() => {
+            Tier::Cold if count >= threshold || count == self.early => {
                 // Before the threshold (early), only a block the baseline tier takes alone
                 // is compiled; anything else waits for the threshold.
                 let early = count < threshold;
@@ -1234,14 +1230,16 @@ impl Jit {
         let (mut region, mut recursive) = self.region_of(key, ram);
         let mut looped =
             recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
-        let alone = region.len() == 1
-            && !looped
-            && allow_base
-            && self.config.baseline
-            && self.config.native
-            && crate::base::covers(&region[0]);
-        if early && !alone {
-            return Compile::NotYet;
+        if early {
+            let alone = region.len() == 1
+                && !looped
+                && allow_base
+                && self.config.baseline
+                && self.config.native
+                && crate::base::covers(&region[0]);
+            if !alone {
+                return Compile::NotYet;
+            }
         }
         *self.page_compiles.entry(page).or_insert(0) += 1;
         // A loop whose entry block the baseline tier covers goes there (the entry block and
@@ -1491,6 +1489,19 @@ impl Engine for Jit {
             reason,
         }
     }
+}
+
+/// The runs that make a block warm for regions and traces: a quarter of the threshold.
+fn warm_count(config: &JitConfig) -> u32 {
+    config.threshold.div_ceil(4)
+}
+
+/// The run at which a block the baseline tier takes alone is compiled
+/// (`JitConfig::base_early_percent` of the threshold; never below the warm count, so that its
+/// trace finds its successors warm).
+fn early_count(config: &JitConfig) -> u32 {
+    let pct = config.base_early_percent.min(100) as u64;
+    ((config.threshold as u64 * pct / 100) as u32).max(warm_count(config))
 }
 
 /// Whether `LOCKSTEP_JIT_STATS` asks for the statistics (printed when a [`Jit`] ends); the

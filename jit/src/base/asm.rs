@@ -11,10 +11,29 @@
 use iced_x86::code_asm::CodeAssembler;
 use iced_x86::{Code, Encoder, IcedError, Instruction, OpKind};
 
-/// How one instruction is placed: bytes already encoded, or a branch to instruction `to`.
+/// How one instruction is placed: bytes already encoded, or a branch (in its near form;
+/// `has_short`: it has a short form, CALL has none) to instruction `to`.
 enum Piece {
-    Bytes { start: usize, len: usize },
-    Branch { to: usize, short: bool },
+    Bytes {
+        start: usize,
+        len: usize,
+    },
+    Branch {
+        near: Instruction,
+        has_short: bool,
+        to: usize,
+        short: bool,
+    },
+}
+
+impl Piece {
+    fn len(&self) -> usize {
+        match *self {
+            Piece::Bytes { len, .. } => len,
+            Piece::Branch { short: true, .. } => SHORT_LEN,
+            Piece::Branch { near, .. } => near_len(&near),
+        }
+    }
 }
 
 /// The code of `a`'s instructions at address 0 (what `a.assemble(0)` makes, except that
@@ -37,13 +56,14 @@ fn label_branch(ins: &Instruction) -> Option<Instruction> {
     (near.is_jcc_near() || near.is_jmp_near() || near.is_call_near()).then_some(near)
 }
 
-/// Bytes of a branch's short (`true`) or near form (`Some`), if it has that form.
-fn branch_len(near: &Instruction, short: bool) -> Option<usize> {
-    match (near.code(), short) {
-        (Code::Call_rel32_64, true) => None,
-        (Code::Call_rel32_64 | Code::Jmp_rel32_64, false) => Some(5),
-        (_, true) => Some(2),
-        (_, false) => Some(6),
+/// Bytes of a short JMP or Jcc (rel8).
+const SHORT_LEN: usize = 2;
+
+/// Bytes of a branch's near form (JMP and CALL rel32 5, Jcc rel32 6).
+fn near_len(near: &Instruction) -> usize {
+    match near.code() {
+        Code::Call_rel32_64 | Code::Jmp_rel32_64 => 5,
+        _ => 6,
     }
 }
 
@@ -80,7 +100,12 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
                 .copied()
                 .filter(|&t| t != usize::MAX);
             match (label_branch(ins), to) {
-                (Some(_), Some(to)) => pieces.push(Piece::Branch { to, short: false }),
+                (Some(near), Some(to)) => pieces.push(Piece::Branch {
+                    near,
+                    has_short: near.code() != Code::Call_rel32_64,
+                    to,
+                    short: false,
+                }),
                 _ => return Ok(None),
             }
             continue;
@@ -94,29 +119,27 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
     }
     let bytes = enc.take_buffer();
     // The all-near layout, then short branches where that layout's distance fits.
-    let near_of = |k: usize| label_branch(&instrs[k]).expect("a label branch");
     let layout = |pieces: &[Piece]| -> Vec<usize> {
         let mut off = Vec::with_capacity(pieces.len() + 1);
         let mut o = 0;
-        for (k, p) in pieces.iter().enumerate() {
+        for p in pieces {
             off.push(o);
-            o += match p {
-                Piece::Bytes { len, .. } => *len,
-                Piece::Branch { short, .. } => {
-                    branch_len(&near_of(k), *short).expect("a form that exists")
-                }
-            };
+            o += p.len();
         }
         off.push(o);
         off
     };
     let long = layout(&pieces);
-    for k in 0..pieces.len() {
-        if let Piece::Branch { to, short } = &mut pieces[k] {
-            if branch_len(&near_of(k), true).is_some() {
-                let end = long[k] as i64 + 2;
-                *short = i8::try_from(long[*to] as i64 - end).is_ok();
-            }
+    for (k, p) in pieces.iter_mut().enumerate() {
+        if let Piece::Branch {
+            has_short: true,
+            to,
+            short,
+            ..
+        } = p
+        {
+            let end = (long[k] + SHORT_LEN) as i64;
+            *short = i8::try_from(long[*to] as i64 - end).is_ok();
         }
     }
     let off = layout(&pieces);
@@ -124,13 +147,17 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
     for (k, p) in pieces.iter().enumerate() {
         match *p {
             Piece::Bytes { start, len } => code.extend_from_slice(&bytes[start..start + len]),
-            Piece::Branch { to, short } => {
-                let mut b = near_of(k);
+            Piece::Branch {
+                mut near,
+                to,
+                short,
+                ..
+            } => {
                 if short {
-                    b.as_short_branch();
+                    near.as_short_branch();
                 }
-                b.set_near_branch64(off[to] as u64);
-                let len = enc.encode(&b, off[k] as u64)?;
+                near.set_near_branch64(off[to] as u64);
+                let len = enc.encode(&near, off[k] as u64)?;
                 code.extend_from_slice(&enc.take_buffer());
                 debug_assert_eq!(len, off[k + 1] - off[k]);
             }
