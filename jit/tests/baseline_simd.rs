@@ -137,6 +137,99 @@ fn sse_and_avx_blocks_match_the_interpreter() {
     }
 }
 
+/// A loop calling `f(i)`, one block of lane inserts and extracts (PINSRx/PEXTRx with register
+/// and memory operands, INSERTPS/EXTRACTPS), PTEST read by SETcc and, with `vex`, the VEX
+/// forms with VBLENDVPS/PD, VPBLENDVB (four operands, one in memory), VPERMILPS/PD and
+/// VPTEST.
+fn lanes_program(vex: bool) -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut f = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(rax, 0x0706_0504_0302_0100u64)?;
+        a.mov(qword_ptr(rbx), rax)?;
+        a.mov(rax, 0x8f0e_0d0c_8b0a_0908u64)?;
+        a.mov(qword_ptr(rbx + 8), rax)?;
+        a.mov(rax, 0xc0de_8000_0000_7fffu64)?;
+        a.mov(qword_ptr(rbx + 24), rax)?;
+        a.movdqu(xmm1, xmmword_ptr(rbx))?;
+        a.mov(ecx, 20)?;
+        a.xor(r12d, r12d)?;
+        a.set_label(&mut top)?;
+        a.mov(edi, ecx)?;
+        a.imul_3(edi, edi, 0x0037_79b9)?;
+        a.call(f)?;
+        a.add(r12, rax)?;
+        a.dec(ecx)?;
+        a.jne(top)?;
+        a.jmp(done)?;
+
+        a.set_label(&mut f)?;
+        a.pinsrd(xmm1, edi, 2)?;
+        a.pinsrb(xmm1, byte_ptr(rbx + 3), 5)?;
+        a.pinsrw(xmm1, edi, 6)?;
+        a.pinsrq(xmm2, rdi, 1)?;
+        a.pextrb(eax, xmm1, 5)?;
+        a.pextrw(edx, xmm1, 6)?;
+        a.add(eax, edx)?;
+        a.pextrd(dword_ptr(rbx + 16), xmm1, 2)?;
+        a.pextrw(word_ptr(rbx + 20), xmm2, 5)?;
+        a.pextrq(rdx, xmm2, 1)?;
+        a.add(rax, rdx)?;
+        a.extractps(esi, xmm1, 3)?;
+        a.insertps(xmm3, xmm1, 0x9c)?;
+        a.ptest(xmm3, xmm1)?;
+        a.setb(dl)?;
+        a.sete(r8b)?;
+        a.movzx(edx, dl)?;
+        a.add(eax, edx)?;
+        if vex {
+            a.vpermilpd(xmm4, xmm1, 1)?;
+            a.vpermilps(ymm5, ymm1, 0x1b)?;
+            a.vblendvpd(xmm6, xmm4, xmm1, xmm2)?;
+            a.vblendvps(ymm7, ymm5, ymmword_ptr(rbx), ymm1)?;
+            a.vpblendvb(xmm8, xmm6, xmm7, xmm1)?;
+            a.vextractps(dword_ptr(rbx + 36), xmm8, 1)?;
+            a.vinsertps(xmm9, xmm8, dword_ptr(rbx + 4), 0x10)?;
+            a.vpextrd(r9d, xmm9, 1)?;
+            a.vpinsrq(xmm10, xmm9, r9, 1)?;
+            a.vpextrq(r10, xmm10, 1)?;
+            a.vpextrw(r11d, xmm10, 3)?;
+            a.add(r10, r11)?;
+            a.vptest(ymm7, ymm5)?;
+            a.seta(r11b)?;
+            a.vzeroupper()?;
+            a.movq(rdx, xmm8)?;
+            a.add(rax, rdx)?;
+        }
+        a.add(rax, rsi)?;
+        a.ret()?;
+        a.set_label(&mut done)?;
+        a.movq(r13, xmm1)?;
+        a.hlt()
+    })
+}
+
+/// The lane-insert/extract, blend, permute and PTEST forms run in the baseline tier (`f`'s
+/// block among the baseline compiles) with the interpreter's results at every stopping point.
+#[test]
+fn lane_blend_and_test_forms_match_the_interpreter() {
+    let mut forms = vec![false];
+    if host_has_fma_avx2() {
+        forms.push(true);
+    }
+    for vex in forms {
+        let (m, jit, exit) = compare(&lanes_program(vex), &slices(), config(), &|_| {});
+        assert!(ran_to_hlt(&exit), "vex {vex}: {exit:?}");
+        // Every compiled block (budget slices start blocks anywhere) but the last one's
+        // (HLT) in the tier.
+        let s = &jit.stats;
+        assert!(s.compiled - s.baseline <= 1, "vex {vex}: {}", s.summary());
+        assert!(m.gpr(reg::R12) != 0);
+    }
+}
+
 /// Another MXCSR environment (round down; and ZE unmasked, where 1/0 raises #XM): the
 /// floating-point instructions leave for the interpreter. Without the check the host would
 /// round to nearest (the sum of the thirds differs in its last bit) and divide to infinity.

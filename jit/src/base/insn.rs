@@ -31,8 +31,8 @@ pub(super) const AF: u32 = flags::AF as u32;
 
 /// OF, SF, PF, ZF.
 pub(super) const OF: u32 = flags::OF as u32;
-const SF: u32 = flags::SF as u32;
-const PF: u32 = flags::PF as u32;
+pub(super) const SF: u32 = flags::SF as u32;
+pub(super) const PF: u32 = flags::PF as u32;
 const ZF: u32 = flags::ZF as u32;
 
 /// The flags a renamed instruction takes from the host, and the flags it replaces.
@@ -76,7 +76,9 @@ fn flag_use(ins: &Instruction) -> FlagUse {
         return FlagUse::Read;
     }
     match ins.mnemonic() {
-        Inc | Dec | Adc | Sbb => FlagUse::Read,
+        // (BT*: CF only, the rest kept.)
+        Inc | Dec | Adc | Sbb | Bt | Bts | Btr | Btc => FlagUse::Read,
+        Bsf | Bsr => FlagUse::Overwrite,
         _ if flag_masks(ins).is_some() => FlagUse::Overwrite,
         _ if reads_condition(ins) => FlagUse::Read,
         _ => FlagUse::None,
@@ -90,8 +92,8 @@ fn reads_condition(ins: &Instruction) -> bool {
 
 /// For each instruction: are the flags it writes dead — replaced by a later instruction of
 /// the block that writes every status flag, with nothing in between (that one included) that
-/// reads a flag, writes only some, or accesses memory (whose deferring exit leaves with the
-/// flags as they are)? One backward pass.
+/// reads a flag, writes only some, or may leave for the interpreter (a memory access, DIV/
+/// IDIV: the deferring exit leaves with the flags as they are)? One backward pass.
 pub fn dead_flags(insns: &[DecodedInsn]) -> Vec<bool> {
     let mut dead = vec![false; insns.len()];
     // Is the flag state after this point overwritten before anything can see it?
@@ -99,11 +101,13 @@ pub fn dead_flags(insns: &[DecodedInsn]) -> Vec<bool> {
     for (i, d) in insns.iter().enumerate().rev() {
         dead[i] = overwritten;
         let ins = &d.ins;
-        let touches_memory = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
+        // (DIV/IDIV leave before the host runs one that could fault, or a wide dividend.)
+        let may_leave = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
             && ins.mnemonic() != Mnemonic::Lea
-            || ins.is_stack_instruction();
+            || ins.is_stack_instruction()
+            || matches!(ins.mnemonic(), Mnemonic::Div | Mnemonic::Idiv);
         overwritten = match flag_use(ins) {
-            _ if touches_memory || ins.flow_control() != iced_x86::FlowControl::Next => false,
+            _ if may_leave || ins.flow_control() != iced_x86::FlowControl::Next => false,
             FlagUse::Overwrite => true,
             FlagUse::Read => false,
             FlagUse::None => overwritten,
@@ -152,6 +156,22 @@ fn plain_gpr(r: Register) -> bool {
     gpr_ref(r).is_some_and(|g| !g.high)
 }
 
+/// May `ins`'s AH/CH/DH/BH operands be renamed (to AH for the first operand, DH for the
+/// second)? Only where the renamed instruction needs no REX prefix, with which those encodings
+/// mean SPL/BPL/SIL/DIL: no memory operand (`[R9 + R8]`), no 64-bit operand, and a renamed
+/// instruction of at most two operands that is not LEA.
+fn high_bytes_renamable(ins: &Instruction) -> bool {
+    let m = ins.mnemonic();
+    renamed(m)
+        && m != Mnemonic::Lea
+        && ins.op_count() <= 2
+        && (0..ins.op_count()).all(|i| match ins.op_kind(i) {
+            OpKind::Register => gpr_ref(ins.op_register(i)).is_some_and(|g| g.size < 8),
+            OpKind::Memory => false,
+            _ => true,
+        })
+}
+
 /// A memory operand with 64-bit addressing (base and index 64-bit registers or RIP).
 fn addressable(ins: &Instruction) -> bool {
     let ok = |r: Register| r == Register::None || r == Register::RIP || r.is_gpr64();
@@ -175,8 +195,9 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         return true;
     }
     let m = ins.mnemonic();
+    let high_ok = high_bytes_renamable(ins);
     let operands_ok = (0..ins.op_count()).all(|i| match ins.op_kind(i) {
-        OpKind::Register => plain_gpr(ins.op_register(i)),
+        OpKind::Register => plain_gpr(ins.op_register(i)) || high_ok,
         OpKind::Memory => addressable(ins),
         OpKind::Immediate8
         | OpKind::Immediate16
@@ -206,6 +227,7 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Mov_moffs32_EAX
         | Code::Mov_moffs64_RAX => return false,
         Code::Push_r64 | Code::Pushq_imm8 | Code::Pushq_imm32 => return true,
+        _ if super::simd::control_store(ins) => return true,
         Code::Pop_r64 => return ins.op0_register() != Register::RSP,
         Code::Call_rel32_64
         | Code::Jmp_rel8_64
@@ -256,7 +278,12 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Mul_rm32
         | Code::Mul_rm64
         | Code::Imul_rm32
-        | Code::Imul_rm64 => return true,
+        | Code::Imul_rm64
+        | Code::Div_rm32
+        | Code::Div_rm64
+        | Code::Idiv_rm32
+        | Code::Idiv_rm64 => return true,
+        _ if super::bit::covers(ins) => return true,
         _ => {}
     }
     if ins.is_jcc_short_or_near() {
@@ -273,6 +300,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
     let simd = super::simd::form(ins);
     match ins.code() {
         _ if simd.is_some() => super::simd::emit(e, ins, simd.expect("checked"), dead)?,
+        _ if super::simd::control_store(ins) => super::simd::emit_control_store(e, ins)?,
         Code::Nopd | Code::Nopw | Code::Nopq | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64 => {
         }
         Code::Push_r64 => {
@@ -316,7 +344,16 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.a.mov(rcx, rdx)?;
             e.exit_dyn()?;
         }
-        Code::Mul_rm32 | Code::Mul_rm64 | Code::Imul_rm32 | Code::Imul_rm64 => mul(e, ins, dead)?,
+        Code::Mul_rm32 | Code::Mul_rm64 | Code::Imul_rm32 | Code::Imul_rm64 => {
+            super::muldiv::mul(e, ins, dead)?
+        }
+        Code::Div_rm32 | Code::Div_rm64 | Code::Idiv_rm32 | Code::Idiv_rm64 => {
+            super::muldiv::div(e, ins)?
+        }
+        _ if super::bit::covers(ins) => match ins.mnemonic() {
+            Mnemonic::Bsf | Mnemonic::Bsr => super::bit::scan(e, ins, dead)?,
+            _ => super::bit::bit_test(e, ins)?,
+        },
         Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => {
             sign_extend(e, ins)?
         }
@@ -462,39 +499,6 @@ fn canonical_or_defer(e: &mut Emit, target: AsmRegister64) -> Result<(), IcedErr
     let defer = e.defer_label()?;
     e.a.jne(defer)?;
     e.host = super::emit::HostFlags::Stale;
-    Ok(())
-}
-
-/// MUL/IMUL r/m32 and r/m64 (one operand): EDX:EAX or RDX:RAX = RAX times the operand
-/// (loaded into RCX when a register), both halves stored; flags as
-/// [`Emit::captured_sf_pf_of_rax`] makes them.
-fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> {
-    let wide = wide(ins);
-    let mut h = *ins;
-    if ins.op0_kind() == OpKind::Memory {
-        let size = ins.memory_size().size() as u32;
-        access(e, ins, false, size)?;
-        memory_at_r9(&mut h);
-    } else {
-        let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
-        e.load_reg(rcx, g)?;
-        h.set_op0_register(if wide { Register::RCX } else { Register::ECX });
-    }
-    // Every status flag replaced: an earlier capture is dropped unmerged.
-    e.replace_pending();
-    e.load_reg(rax, reg::RAX)?;
-    e.host_insn(h)?;
-    if dead {
-        e.host = super::emit::HostFlags::Stale;
-    } else {
-        e.capture(CF | OF | SF | PF, STATUS)?;
-        e.captured_sf_pf_of_rax(wide)?;
-    }
-    // (A 32-bit product zero-extended both halves.)
-    e.store_reg(reg::RAX, rax, 8)?;
-    e.store_reg(reg::RDX, rdx, 8)?;
-    e.reg_written(reg::RAX);
-    e.reg_written(reg::RDX);
     Ok(())
 }
 
@@ -652,9 +656,18 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         if (op > 0 || reads0) && !again {
             e.load_reg(host, g.index)?;
         }
-        h.set_op_register(op, host_reg(if again { 0 } else { op }, g.size));
+        let family = if again { 0 } else { op };
+        h.set_op_register(
+            op,
+            match (g.high, family) {
+                // (`covers`: only where the renamed instruction needs no REX prefix.)
+                (true, 0) => Register::AH,
+                (true, _) => Register::DH,
+                (false, _) => host_reg(family, g.size),
+            },
+        );
         if op == 0 && writes0 {
-            dest = Some((g.index, g.size));
+            dest = Some((g.index, g.size, g.high));
         }
     }
     let of_fix = shift_of_fix(ins) && !dead;
@@ -666,8 +679,12 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     // then has RAX to itself — but IMUL's SF/PF fix reads the product in RAX after it.
     let imul_fix = m == Imul && !dead;
     let store = |e: &mut Emit| -> Result<(), IcedError> {
-        if let Some((g, size)) = dest {
-            e.store_reg(g, rax, size)?;
+        if let Some((g, size, high)) = dest {
+            if high {
+                e.a.mov(byte_ptr(rdi + gpr_off(g) + 1), ah)?;
+            } else {
+                e.store_reg(g, rax, size)?;
+            }
             match rsp_step(ins) {
                 Some(d) => e.reg_moved(g, d),
                 None => e.reg_written(g),

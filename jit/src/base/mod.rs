@@ -23,8 +23,10 @@
 //!   run a few thousand times, Cranelift the few that run millions of times.
 
 mod asm;
+mod bit;
 mod emit;
 pub mod insn;
+mod muldiv;
 mod shift;
 pub mod simd;
 

@@ -29,13 +29,15 @@
 use super::emit::Emit;
 use crate::lift::sse_int::vec_off;
 use iced_x86::code_asm::*;
-use iced_x86::{CpuidFeature, EncodingKind, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{Code, CpuidFeature, EncodingKind, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::operand::gpr_ref;
 use lockstep_interp::ops::avx_common::XCR0_SSE_AVX;
 use lockstep_interp::state::{ctl, CpuState};
 use std::sync::OnceLock;
 
 const OFF_MXCSR: i32 = core::mem::offset_of!(CpuState, mxcsr) as i32;
+const OFF_FCW: i32 = (core::mem::offset_of!(CpuState, x87)
+    + core::mem::offset_of!(lockstep_interp::state::X87State, fcw)) as i32;
 const OFF_XCR0: i32 = core::mem::offset_of!(CpuState, xcr0) as i32;
 
 /// MXCSR's default environment: every exception masked, round to nearest, no DAZ/FTZ.
@@ -155,6 +157,17 @@ fn plain(m: Mnemonic) -> bool {
             | Blendps
             | Blendpd
             | Pblendw
+            | Extractps
+            | Insertps
+            | Pextrb
+            | Pextrw
+            | Pextrd
+            | Pextrq
+            | Pinsrb
+            | Pinsrw
+            | Pinsrd
+            | Pinsrq
+            | Ptest
     )
 }
 
@@ -272,6 +285,22 @@ fn plain_vex(m: Mnemonic) -> bool {
             | Vperm2i128
             | Vpermq
             | Vpermpd
+            | Vpermilps
+            | Vpermilpd
+            | Vblendvps
+            | Vblendvpd
+            | Vpblendvb
+            | Vextractps
+            | Vinsertps
+            | Vpextrb
+            | Vpextrw
+            | Vpextrd
+            | Vpextrq
+            | Vpinsrb
+            | Vpinsrw
+            | Vpinsrd
+            | Vpinsrq
+            | Vptest
     )
 }
 
@@ -438,16 +467,22 @@ pub fn fp(m: Mnemonic) -> bool {
             | Vfnmsub132pd
             | Vfnmsub213pd
             | Vfnmsub231pd
-    ) || compare(m)
+    ) || fp_compare(m)
 }
 
-/// (U)COMISS/SD: the flag-setting compares.
-fn compare(m: Mnemonic) -> bool {
+/// (U)COMISS/SD: the floating-point flag-setting compares.
+fn fp_compare(m: Mnemonic) -> bool {
     use Mnemonic::*;
     matches!(
         m,
         Comiss | Comisd | Ucomiss | Ucomisd | Vcomiss | Vcomisd | Vucomiss | Vucomisd
     )
+}
+
+/// The instructions that set the status flags (every one defined: ZF, PF, CF from the
+/// compare, OF, SF, AF cleared; (V)PTEST: ZF and CF, the rest cleared) and write no operand.
+fn compare(m: Mnemonic) -> bool {
+    fp_compare(m) || matches!(m, Mnemonic::Ptest | Mnemonic::Vptest)
 }
 
 /// The form of `ins` if it is one of this module's instructions, encoded as the tier takes
@@ -743,4 +778,41 @@ pub fn merge_mxcsr(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.mov(eax, dword_ptr(rsp - 8))?;
     a.and(eax, MXCSR_FLAGS)?;
     a.or(dword_ptr(rdi + OFF_MXCSR), eax)
+}
+
+/// STMXCSR, VSTMXCSR and FNSTCW: a control register of `CpuState` stored to memory.
+pub fn control_store(ins: &Instruction) -> bool {
+    matches!(
+        ins.code(),
+        Code::Stmxcsr_m32 | Code::VEX_Vstmxcsr_m32 | Code::Fnstcw_m2byte
+    )
+}
+
+/// Emit a [`control_store`]: the interpreter's checks (SSE or AVX usable; for FNSTCW, CR0.EM
+/// and CR0.TS clear, else #NM), otherwise the block leaves before it; the guest's MXCSR with
+/// the flags the host raised so far in the block ([`merge_mxcsr`]), or the x87 control word,
+/// stored through the probe.
+pub fn emit_control_store(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    let x87 = ins.code() == Code::Fnstcw_m2byte;
+    if x87 {
+        e.host = super::emit::HostFlags::Stale;
+        let defer = e.defer_label()?;
+        e.a.mov(rax, qword_ptr(rdi + crate::frame::OFF_CR0))?;
+        e.a.test(eax, (ctl::CR0_EM | ctl::CR0_TS) as u32)?;
+        e.a.jne(defer)?;
+    } else {
+        usable(e, ins.encoding() == EncodingKind::VEX)?;
+        if e.mx {
+            merge_mxcsr(&mut e.a)?;
+            e.host = super::emit::HostFlags::Stale;
+        }
+    }
+    super::insn::access(e, ins, true, if x87 { 2 } else { 4 })?;
+    if x87 {
+        e.a.mov(ax, word_ptr(rdi + OFF_FCW))?;
+        e.a.mov(word_ptr(r9 + r8), ax)
+    } else {
+        e.a.mov(eax, dword_ptr(rdi + OFF_MXCSR))?;
+        e.a.mov(dword_ptr(r9 + r8), eax)
+    }
 }

@@ -1,0 +1,309 @@
+//! Instructions the baseline tier (`lockstep_jit::base`) took on in session 37, each in a
+//! block the tier must compile (checked in the statistics), with the interpreter's state,
+//! memory and retired count at every budget slice: 8-bit operations on AH/CH/DH/BH;
+//! STMXCSR, VSTMXCSR and FNSTCW; DIV and IDIV; BT/BTS/BTR/BTC, BSF and BSR.
+
+mod common;
+
+use common::{compare, eager_config, ran_to_hlt};
+use iced_x86::code_asm::*;
+use lockstep_interp::state::{ctl, reg};
+use lockstep_interp::testkit::{TestMachine, DATA_BASE};
+use lockstep_interp::ExitReason;
+use lockstep_jit::JitConfig;
+
+fn baseline() -> JitConfig {
+    JitConfig {
+        baseline: true,
+        ..eager_config()
+    }
+}
+
+/// Budget slices of 1..=13 instructions (every stopping point inside short blocks) and one
+/// run to the end.
+fn slices() -> Vec<u64> {
+    let mut v: Vec<u64> = (0..300).map(|i| 1 + (i * 7) % 13).collect();
+    v.push(1 << 20);
+    v
+}
+
+/// Every compiled block but the last one's (HLT) was the tier's.
+fn all_in_the_tier(jit: &lockstep_jit::Jit) {
+    let s = &jit.stats;
+    assert!(s.compiled - s.baseline <= 1, "{}", s.summary());
+}
+
+/// 8-bit operations reading and writing AH/CH/DH/BH, with the low bytes and immediates, their
+/// flags read by conditions: the renamed instruction works on host AH (first operand) and DH
+/// (second), and only the high byte goes back.
+#[test]
+fn high_byte_registers_match_the_interpreter() {
+    for value in [0u64, 0x1234_5678_9abc_def0, 0x8080_8080_8080_8080, u64::MAX] {
+        let code = TestMachine::assemble(|a| {
+            let mut next = a.create_label();
+            a.jmp(next)?;
+            a.set_label(&mut next)?;
+            a.and(dh, 0x9f)?;
+            a.test(ah, 8)?;
+            a.sete(bh)?;
+            a.add(ah, al)?;
+            a.adc(ch, dh)?;
+            a.sub(ch, 3)?;
+            a.mov(al, ah)?;
+            a.mov(dh, cl)?;
+            a.movzx(esi, ah)?;
+            a.movsx(edi, ch)?;
+            a.cmp(dh, bh)?;
+            a.setl(ah)?;
+            a.inc(bh)?;
+            a.neg(ch)?;
+            a.not(dh)?;
+            a.xor(bh, bh)?;
+            a.or(ch, bl)?;
+            a.test(ah, ah)?;
+            let mut end = a.create_label();
+            a.jmp(end)?;
+            a.set_label(&mut end)?;
+            a.hlt()
+        });
+        let setup = move |m: &mut TestMachine| {
+            m.cpu.state.gpr[reg::RAX] = value;
+            m.cpu.state.gpr[reg::RBX] = value.rotate_left(13);
+            m.cpu.state.gpr[reg::RCX] = value ^ 0x5a5a_5a5a_a5a5_a5a5;
+            m.cpu.state.gpr[reg::RDX] = !value;
+        };
+        let (_, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        all_in_the_tier(&jit);
+    }
+}
+
+/// FNSTCW, then STMXCSR and VSTMXCSR after a division that raised PE in the host's MXCSR
+/// (which the store must include), all in one block run ten times, each time after an
+/// LDMXCSR (another block) that clears the flags; with CR0.TS set, FNSTCW leaves for the
+/// interpreter, which raises #NM.
+#[test]
+fn control_register_stores_match_the_interpreter() {
+    let avx = std::arch::is_x86_feature_detected!("avx");
+    for ts in [false, true] {
+        let code = TestMachine::assemble(|a| {
+            let mut top = a.create_label();
+            let mut next = a.create_label();
+            a.mov(rbx, DATA_BASE)?;
+            a.mov(dword_ptr(rbx + 16), 0x1f80 | 0x10)?;
+            a.mov(esi, 10)?;
+            a.set_label(&mut top)?;
+            a.ldmxcsr(dword_ptr(rbx + 16))?;
+            a.jmp(next)?;
+            a.set_label(&mut next)?;
+            a.fnstcw(word_ptr(rbx + 8))?;
+            a.mov(eax, 10)?;
+            a.cvtsi2sd(xmm0, eax)?;
+            a.mov(eax, 3)?;
+            a.cvtsi2sd(xmm1, eax)?;
+            a.divsd(xmm0, xmm1)?;
+            a.stmxcsr(dword_ptr(rbx))?;
+            if avx {
+                a.vstmxcsr(dword_ptr(rbx + 4))?;
+            }
+            a.mov(ecx, dword_ptr(rbx))?;
+            a.add(r12d, ecx)?;
+            a.dec(esi)?;
+            a.jne(top)?;
+            a.hlt()
+        });
+        let setup = move |m: &mut TestMachine| {
+            m.cpu.state.x87.fcw = 0x027f;
+            if ts {
+                m.cpu.state.cr0 |= ctl::CR0_TS;
+            }
+        };
+        let (m, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        if ts {
+            assert!(
+                matches!(exit.reason, ExitReason::Exception(_)) && !ran_to_hlt(&exit),
+                "{exit:?}"
+            );
+            continue;
+        }
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        assert!(jit.stats.baseline >= 1, "{}", jit.stats.summary());
+        let at = |off: usize| {
+            let b = &m.ram.bytes()[DATA_BASE as usize + off..];
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        };
+        assert_eq!(at(0), 0x1f80 | 0x10 | 0x20, "STMXCSR: UE kept, PE raised");
+        if avx {
+            assert_eq!(at(4), 0x1f80 | 0x30, "VSTMXCSR");
+        }
+        assert_eq!(at(8) & 0xffff, 0x027f, "FNSTCW");
+        assert_eq!(m.gpr(reg::R12), 10 * (0x1f80 | 0x30));
+    }
+}
+
+/// DIV and IDIV of 32- and 64-bit register and memory operands, each case its own block, all
+/// run 30 times: quotients and remainders, the flags (set by a CMP before) unchanged, a
+/// dividend wider than the check takes (left to the interpreter), and at the end a division
+/// that raises #DE.
+#[test]
+fn divisions_match_the_interpreter() {
+    // (signed, 64-bit, memory operand, RDX, RAX, divisor)
+    let cases: [(bool, bool, bool, u64, u64, u64); 12] = [
+        (false, true, false, 0, 1_000_000_007, 97),
+        (false, true, true, 5, 0x1234_5678_9abc_def0, 0x10_0000_0001),
+        (false, true, false, 96, u64::MAX, 97),
+        (
+            false,
+            false,
+            false,
+            0xdead_0000_0003,
+            0xffff_ffff_0000_0007,
+            0x1_0000_0005,
+        ),
+        (false, false, true, 0, 12_345_678, 1),
+        (true, true, false, u64::MAX, -1_000_000_007i64 as u64, 97),
+        (true, true, true, 0, 1_000_000_007, -97i64 as u64),
+        (true, true, false, u64::MAX, 1u64 << 63, 3),
+        (true, true, false, 1, 5, 7),
+        (true, false, false, 0xffff_ffff, 0x8000_0001, -3i64 as u64),
+        (true, false, true, 0, 0x7fff_ffff, 0xffff_ffff),
+        (true, true, false, 0, u64::MAX >> 1, -1i64 as u64),
+    ];
+    let code = TestMachine::assemble(|a| {
+        let mut round = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(r15d, 30)?;
+        a.set_label(&mut round)?;
+        for (k, &(signed, wide, mem, hi, lo, d)) in cases.iter().enumerate() {
+            let out = 24 * k as i32;
+            let mut next = a.create_label();
+            a.mov(rdx, hi)?;
+            a.mov(rax, lo)?;
+            a.mov(rsi, d)?;
+            a.mov(qword_ptr(rbx + 0x800), rsi)?;
+            a.cmp(rsi, rax)?;
+            a.jmp(next)?;
+            a.set_label(&mut next)?;
+            match (signed, wide, mem) {
+                (false, true, false) => a.div(rsi)?,
+                (false, true, true) => a.div(qword_ptr(rbx + 0x800))?,
+                (false, false, false) => a.div(esi)?,
+                (false, false, true) => a.div(dword_ptr(rbx + 0x800))?,
+                (true, true, false) => a.idiv(rsi)?,
+                (true, true, true) => a.idiv(qword_ptr(rbx + 0x800))?,
+                (true, false, false) => a.idiv(esi)?,
+                (true, false, true) => a.idiv(dword_ptr(rbx + 0x800))?,
+            }
+            a.setb(cl)?;
+            a.sete(ch)?;
+            a.mov(qword_ptr(rbx + out), rax)?;
+            a.mov(qword_ptr(rbx + out + 8), rdx)?;
+            a.mov(word_ptr(rbx + out + 16), cx)?;
+        }
+        a.dec(r15d)?;
+        a.jne(round)?;
+        // INT_MIN / -1: #DE.
+        let mut last = a.create_label();
+        a.mov(rax, 1u64 << 63)?;
+        a.cqo()?;
+        a.mov(rsi, -1i64)?;
+        a.jmp(last)?;
+        a.set_label(&mut last)?;
+        a.idiv(rsi)?;
+        a.hlt()
+    });
+    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
+    assert!(
+        matches!(exit.reason, ExitReason::Exception(_)) && !ran_to_hlt(&exit),
+        "{exit:?}"
+    );
+    all_in_the_tier(&jit);
+    let at = |off: usize| {
+        let b = &m.ram.bytes()[DATA_BASE as usize + off..];
+        u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+    };
+    assert_eq!((at(0), at(8)), (1_000_000_007 / 97, 1_000_000_007 % 97));
+    assert_eq!(at(24 * 7), (i64::MIN / 3) as u64);
+}
+
+/// Sets R8–R12 from the status flags (CF, ZF, SF, OF, PF): conditions read them right after
+/// the instruction under test.
+fn read_flags(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.setb(r8b)?;
+    a.sete(r9b)?;
+    a.sets(r10b)?;
+    a.seto(r11b)?;
+    a.setp(r12b)
+}
+
+/// BT/BTS/BTR/BTC of registers (constant and register bit offsets, taken modulo the width)
+/// and of memory at constant offsets, after a CMP whose other flags they must keep; BSF/BSR
+/// of registers and memory, zero sources included (the destination kept, ZF and PF set);
+/// every case its own block, all run 20 times, the flags read by conditions after each.
+#[test]
+fn bit_tests_and_scans_match_the_interpreter() {
+    let code = TestMachine::assemble(|a| {
+        let mut round = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(r15d, 20)?;
+        a.set_label(&mut round)?;
+        let sources: [u64; 4] = [0, 1, 0x8000_0000_0000_0000, 0x0000_0f00_0000_2400];
+        for (k, &v) in sources.iter().enumerate() {
+            let out = 64 * k as i32;
+            for step in 0..4 {
+                let mut next = a.create_label();
+                a.mov(rdx, v)?;
+                a.mov(qword_ptr(rbx + 0x800), rdx)?;
+                a.mov(rax, 0x5555_5555_5555_5555u64)?;
+                a.mov(ecx, 37 + step)?;
+                a.cmp(rdx, rax)?;
+                a.jmp(next)?;
+                a.set_label(&mut next)?;
+                match step {
+                    0 => {
+                        a.bt(rdx, 63)?;
+                        read_flags(a)?;
+                        a.bts(eax, ecx)?;
+                        a.btr(qword_ptr(rbx + 0x800), 10)?;
+                        a.btc(rdx, rcx)?;
+                    }
+                    1 => {
+                        a.bsf(rax, rdx)?;
+                        read_flags(a)?;
+                        a.bsr(ecx, dword_ptr(rbx + 0x800))?;
+                    }
+                    2 => {
+                        a.bsr(rsi, qword_ptr(rbx + 0x800))?;
+                        read_flags(a)?;
+                        a.bsf(eax, edx)?;
+                    }
+                    _ => {
+                        a.btc(dword_ptr(rbx + 0x800), 31)?;
+                        read_flags(a)?;
+                        a.bt(edx, ecx)?;
+                        a.setb(sil)?;
+                    }
+                }
+                a.mov(qword_ptr(rbx + out + 8 * step), rax)?;
+                a.mov(qword_ptr(rbx + out + 32), rcx)?;
+                a.mov(qword_ptr(rbx + out + 40), rdx)?;
+                a.add(r13, r8)?;
+                a.add(r13, r9)?;
+                a.add(r13, r10)?;
+                a.add(r13, r11)?;
+                a.add(r13, r12)?;
+                a.add(r14, rsi)?;
+            }
+        }
+        a.dec(r15d)?;
+        a.jne(round)?;
+        a.hlt()
+    });
+    let setup = |m: &mut TestMachine| {
+        m.cpu.state.gpr[reg::RSI] = 0x1234;
+    };
+    let (m, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    all_in_the_tier(&jit);
+    assert!(m.gpr(reg::R13) != 0);
+}
