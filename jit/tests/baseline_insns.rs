@@ -1,7 +1,8 @@
 //! Instructions the baseline tier (`lockstep_jit::base`) took on in session 37, each in a
 //! block the tier must compile (checked in the statistics), with the interpreter's state,
 //! memory and retired count at every budget slice: 8-bit operations on AH/CH/DH/BH;
-//! STMXCSR, VSTMXCSR and FNSTCW; DIV and IDIV; BT/BTS/BTR/BTC, BSF and BSR.
+//! STMXCSR, VSTMXCSR and FNSTCW; DIV and IDIV; BT/BTS/BTR/BTC, BSF and BSR. And negative
+//! 8-bit immediates of PUSH and of `add/sub rsp` (the tier once took the raw byte).
 
 mod common;
 
@@ -306,4 +307,46 @@ fn bit_tests_and_scans_match_the_interpreter() {
     assert!(ran_to_hlt(&exit), "{exit:?}");
     all_in_the_tier(&jit);
     assert!(m.gpr(reg::R13) != 0);
+}
+
+/// PUSH of negative 8-bit immediates and `add/sub rsp` by negative 8-bit immediates, with
+/// stack accesses after them that reuse the last TLB hit (R8 moved by the known step), in a
+/// function called 400 times (most of them past the small budget slices): the tier took
+/// `immediate64`, the raw byte (0xff for `push -1`, a step of 248 for `add rsp, -8`), until a
+/// JIT golden run of `strings` printed 255 for -1.
+#[test]
+fn negative_immediates_of_push_and_rsp_steps_match_the_interpreter() {
+    let code = TestMachine::assemble(|a| {
+        let mut round = a.create_label();
+        let mut f = a.create_label();
+        let mut done = a.create_label();
+        a.mov(r15d, 400)?;
+        a.mov(rax, 0x1122_3344_5566_7788u64)?;
+        a.set_label(&mut round)?;
+        a.call(f)?;
+        a.dec(r15d)?;
+        a.jne(round)?;
+        a.jmp(done)?;
+        a.set_label(&mut f)?;
+        a.push(-1)?;
+        a.push(-128)?;
+        a.sub(rsp, -16)?;
+        a.mov(qword_ptr(rsp - 24), rax)?;
+        a.add(rsp, -32)?;
+        a.mov(rdx, qword_ptr(rsp + 8))?;
+        a.mov(rcx, qword_ptr(rsp + 24))?;
+        a.mov(rsi, qword_ptr(rsp + 16))?;
+        a.add(rsp, 32)?;
+        a.add(r12, rdx)?;
+        a.add(r13, rcx)?;
+        a.add(r14, rsi)?;
+        a.ret()?;
+        a.set_label(&mut done)?;
+        a.hlt()
+    });
+    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    all_in_the_tier(&jit);
+    assert_eq!(m.gpr(reg::R13), (-400i64) as u64);
+    assert_eq!(m.gpr(reg::R14), (-128i64 * 400) as u64);
 }

@@ -308,7 +308,8 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             push(e, |e| e.load_reg(rax, g))?;
         }
         Code::Pushq_imm8 | Code::Pushq_imm32 => {
-            let v = ins.immediate64();
+            // (Sign-extended: `immediate64` is the raw field, 0xff for `push -1`.)
+            let v = ins.immediate(0);
             push(e, move |e| e.a.mov(rax, v))?;
         }
         Code::Pop_r64 => {
@@ -800,8 +801,9 @@ fn rsp_step(ins: &Instruction) -> Option<i64> {
         return None;
     }
     match ins.mnemonic() {
-        Mnemonic::Add => Some(ins.immediate64() as i64),
-        Mnemonic::Sub => Some((ins.immediate64() as i64).wrapping_neg()),
+        // (Sign-extended, as the instruction takes it.)
+        Mnemonic::Add => Some(ins.immediate(1) as i64),
+        Mnemonic::Sub => Some((ins.immediate(1) as i64).wrapping_neg()),
         _ => None,
     }
 }
