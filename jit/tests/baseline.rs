@@ -7,34 +7,19 @@
 
 mod common;
 
-use common::{compare, eager_config, ran_to_hlt};
+use common::{baseline_config, compare, ran_to_hlt, short_slices};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE, TEST_RAM};
 use lockstep_interp::ExitReason;
 use lockstep_jit::{JitConfig, Verify};
 
-fn baseline() -> JitConfig {
-    JitConfig {
-        baseline: true,
-        ..eager_config()
-    }
-}
-
-/// Budget slices of 1..=13 instructions (every stopping point inside short blocks) and one
-/// run to the end.
-fn slices() -> Vec<u64> {
-    let mut v: Vec<u64> = (0..300).map(|i| 1 + (i * 7) % 13).collect();
-    v.push(1 << 20);
-    v
-}
-
 /// `code` run to its HLT under `Verify` (the baseline tier on, threshold 8), which must find
 /// no difference; the engine, for its statistics.
 fn verified_to_hlt(code: &[u8]) -> Verify {
     let config = JitConfig {
         threshold: 8,
-        ..baseline()
+        ..baseline_config()
     };
     common::verified_to_hlt(code, config, 1 << 20)
 }
@@ -95,9 +80,9 @@ fn calls_flags_and_stack_match_the_interpreter() {
         let config = JitConfig {
             promote,
             promote_min_insns: 0,
-            ..baseline()
+            ..baseline_config()
         };
-        let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        let (m, jit, exit) = compare(&code, &short_slices(), config, &|_| {});
         assert!(ran_to_hlt(&exit), "{exit:?}");
         assert!(jit.stats.baseline > 0, "no block went to the baseline tier");
         assert_eq!(
@@ -118,7 +103,7 @@ fn promotions_verify_clean() {
     let config = JitConfig {
         promote: 7,
         promote_min_insns: 0,
-        ..baseline()
+        ..baseline_config()
     };
     let v = common::verified_to_hlt(&calls_program(), config, 1 << 20);
     assert!(v.jit.stats.promoted > 0, "{}", v.jit.stats.summary());
@@ -146,7 +131,7 @@ fn a_deferred_access_sees_the_flags_and_count_before_it() {
         a.set_label(&mut end)?;
         a.hlt()
     });
-    let (m, jit, exit) = compare(&code, &[1 << 20], baseline(), &|_| {});
+    let (m, jit, exit) = compare(&code, &[1 << 20], baseline_config(), &|_| {});
     assert!(
         matches!(exit.reason, ExitReason::Exception(_)) && !ran_to_hlt(&exit),
         "the load faults: {exit:?}"
@@ -239,9 +224,9 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
             threshold,
             base_trace,
             count_chains,
-            ..baseline()
+            ..baseline_config()
         };
-        let (_, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        let (_, jit, exit) = compare(&code, &short_slices(), config, &|_| {});
         assert!(ran_to_hlt(&exit), "{exit:?}");
         assert!(jit.stats.baseline >= 3, "{}", jit.stats.baseline);
         assert_eq!(
@@ -322,7 +307,7 @@ fn reused_tlb_hits_stop_at_page_boundaries() {
         });
         let config = JitConfig {
             region_blocks: 1,
-            ..baseline()
+            ..baseline_config()
         };
         let (_, jit, exit) = compare(&code, &[1 << 20], config, &|_| {});
         assert!(
@@ -386,7 +371,7 @@ fn every_condition_after_every_producer_matches_the_interpreter() {
                     m.cpu.state.gpr[reg::RCX] = 0xc0de;
                     m.cpu.state.rflags |= 1;
                 };
-                let (_, jit, _) = compare(&code, &[1 << 20], baseline(), &setup);
+                let (_, jit, _) = compare(&code, &[1 << 20], baseline_config(), &setup);
                 // (The producer's block is the tier's except for 8- and 16-bit shifts and
                 // IMUL.)
                 let tier = if op >= 10 && size < 4 { 1 } else { 2 };
@@ -460,9 +445,13 @@ fn flags_handed_over_raw_match_the_interpreter() {
                     region_blocks: 1,
                     base_trace: 1,
                     promote: 0,
-                    ..baseline()
+                    ..baseline_config()
                 };
-                let slices = if op % 9 == 0 { slices() } else { vec![1 << 20] };
+                let slices = if op % 9 == 0 {
+                    short_slices()
+                } else {
+                    vec![1 << 20]
+                };
                 let (_, jit, exit) = compare(&code, &slices, config, &|_| {});
                 assert!(ran_to_hlt(&exit), "{exit:?}");
                 let what = format!("size {size} op {op}: {}", jit.stats.summary());
@@ -627,7 +616,7 @@ fn shifts_of_memory_operands_match_the_interpreter() {
             a.hlt()
         });
         let setup = move |m: &mut TestMachine| m.cpu.state.gpr[reg::RAX] = value;
-        let (_, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        let (_, jit, exit) = compare(&code, &short_slices(), baseline_config(), &setup);
         assert!(ran_to_hlt(&exit), "{exit:?}");
         assert!(jit.stats.baseline >= 3, "{}", jit.stats.summary());
     }
@@ -678,7 +667,7 @@ fn indirect_jumps_and_calls_match_the_interpreter() {
         a.set_label(&mut table)?;
         a.dq(&[0])
     });
-    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
+    let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
     assert_eq!(
         exit.reason,
         ExitReason::Exception(lockstep_interp::Fault::GP0)
@@ -776,9 +765,9 @@ fn traces_match_the_interpreter() {
             // warm) when it is compiled.
             threshold: 8,
             base_trace,
-            ..baseline()
+            ..baseline_config()
         };
-        let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        let (m, jit, exit) = compare(&code, &short_slices(), config, &|_| {});
         assert!(ran_to_hlt(&exit), "{exit:?}");
         assert_eq!(
             jit.stats.traced > 0,
@@ -886,11 +875,11 @@ fn fp_loop_program() -> Vec<u8> {
 #[test]
 fn one_block_fp_loops_match_the_interpreter() {
     let code = fp_loop_program();
-    for (base_trace, slices) in [(1, slices()), (4, slices()), (1, vec![1 << 20])] {
+    for (base_trace, slices) in [(1, short_slices()), (4, short_slices()), (1, vec![1 << 20])] {
         let config = JitConfig {
             threshold: 8,
             base_trace,
-            ..baseline()
+            ..baseline_config()
         };
         let (m, jit, exit) = compare(&code, &slices, config, &|_| {});
         assert!(ran_to_hlt(&exit), "{exit:?}");
@@ -950,9 +939,9 @@ fn call_loops_match_the_interpreter() {
         let config = JitConfig {
             threshold: 8,
             call_loops_base,
-            ..baseline()
+            ..baseline_config()
         };
-        let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+        let (m, jit, exit) = compare(&code, &short_slices(), config, &|_| {});
         assert!(ran_to_hlt(&exit), "{exit:?}");
         assert_eq!(
             jit.stats.call_loops > 0,
@@ -1009,7 +998,7 @@ fn sign_extensions_match_the_interpreter() {
             m.cpu.state.gpr[reg::RAX] = value;
             m.cpu.state.gpr[reg::RDX] = 0x5555_aaaa_5555_aaaa;
         };
-        let (_, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        let (_, jit, exit) = compare(&code, &short_slices(), baseline_config(), &setup);
         assert!(ran_to_hlt(&exit), "{exit:?}");
         assert!(jit.stats.baseline >= 1, "{}", jit.stats.summary());
     }
@@ -1065,7 +1054,7 @@ fn shifts_by_cl_match_the_interpreter() {
                 m.cpu.state.gpr[reg::RDX] = y;
                 m.cpu.state.gpr[reg::RCX] = count;
             };
-            let (_, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+            let (_, jit, exit) = compare(&code, &short_slices(), baseline_config(), &setup);
             assert!(ran_to_hlt(&exit), "{exit:?}");
             assert!(jit.stats.baseline >= 2, "{}", jit.stats.summary());
         }
@@ -1120,9 +1109,9 @@ fn jrcxz_and_jecxz_match_the_interpreter() {
     });
     let config = JitConfig {
         threshold: 4,
-        ..baseline()
+        ..baseline_config()
     };
-    let (m, jit, exit) = compare(&code, &slices(), config, &|_| {});
+    let (m, jit, exit) = compare(&code, &short_slices(), config, &|_| {});
     assert!(ran_to_hlt(&exit), "{exit:?}");
     assert!(jit.stats.baseline >= 2, "{}", jit.stats.summary());
     // JRCXZ not taken for 5 and 1 << 32, JECXZ for 5 only.
@@ -1140,7 +1129,7 @@ fn fp_loops_under_a_rounding_mode_stay_with_cranelift() {
     let run = |mxcsr: u32| {
         let config = JitConfig {
             threshold: 8,
-            ..baseline()
+            ..baseline_config()
         };
         let setup = move |m: &mut TestMachine| m.cpu.state.mxcsr = mxcsr;
         let (_, jit, exit) = compare(&code, &[1 << 20], config, &setup);

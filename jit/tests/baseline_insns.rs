@@ -6,27 +6,11 @@
 
 mod common;
 
-use common::{compare, eager_config, ran_to_hlt};
+use common::{baseline_config, compare, ran_to_hlt, short_slices};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::{ctl, reg};
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
 use lockstep_interp::ExitReason;
-use lockstep_jit::JitConfig;
-
-fn baseline() -> JitConfig {
-    JitConfig {
-        baseline: true,
-        ..eager_config()
-    }
-}
-
-/// Budget slices of 1..=13 instructions (every stopping point inside short blocks) and one
-/// run to the end.
-fn slices() -> Vec<u64> {
-    let mut v: Vec<u64> = (0..300).map(|i| 1 + (i * 7) % 13).collect();
-    v.push(1 << 20);
-    v
-}
 
 /// Every compiled block but the last one's (HLT) was the tier's.
 fn all_in_the_tier(jit: &lockstep_jit::Jit) {
@@ -73,7 +57,7 @@ fn high_byte_registers_match_the_interpreter() {
             m.cpu.state.gpr[reg::RCX] = value ^ 0x5a5a_5a5a_a5a5_a5a5;
             m.cpu.state.gpr[reg::RDX] = !value;
         };
-        let (_, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        let (_, jit, exit) = compare(&code, &short_slices(), baseline_config(), &setup);
         assert!(ran_to_hlt(&exit), "{exit:?}");
         all_in_the_tier(&jit);
     }
@@ -119,7 +103,7 @@ fn control_register_stores_match_the_interpreter() {
                 m.cpu.state.cr0 |= ctl::CR0_TS;
             }
         };
-        let (m, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+        let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &setup);
         if ts {
             assert!(
                 matches!(exit.reason, ExitReason::Exception(_)) && !ran_to_hlt(&exit),
@@ -213,7 +197,7 @@ fn divisions_match_the_interpreter() {
         a.idiv(rsi)?;
         a.hlt()
     });
-    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
+    let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
     assert!(
         matches!(exit.reason, ExitReason::Exception(_)) && !ran_to_hlt(&exit),
         "{exit:?}"
@@ -303,7 +287,7 @@ fn bit_tests_and_scans_match_the_interpreter() {
     let setup = |m: &mut TestMachine| {
         m.cpu.state.gpr[reg::RSI] = 0x1234;
     };
-    let (m, jit, exit) = compare(&code, &slices(), baseline(), &setup);
+    let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &setup);
     assert!(ran_to_hlt(&exit), "{exit:?}");
     all_in_the_tier(&jit);
     assert!(m.gpr(reg::R13) != 0);
@@ -344,7 +328,7 @@ fn negative_immediates_of_push_and_rsp_steps_match_the_interpreter() {
         a.set_label(&mut done)?;
         a.hlt()
     });
-    let (m, jit, exit) = compare(&code, &slices(), baseline(), &|_| {});
+    let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
     assert!(ran_to_hlt(&exit), "{exit:?}");
     all_in_the_tier(&jit);
     assert_eq!(m.gpr(reg::R13), (-400i64) as u64);

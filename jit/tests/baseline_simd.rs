@@ -33,6 +33,16 @@ fn host_has_fma_avx2() -> bool {
     std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2")
 }
 
+/// The programs' variants to run: legacy SSE only, and with the VEX forms where the host has
+/// them.
+fn vex_forms() -> Vec<bool> {
+    let mut forms = vec![false];
+    if host_has_fma_avx2() {
+        forms.push(true);
+    }
+    forms
+}
+
 /// A loop calling `f(i)`, whose blocks mix SSE/AVX arithmetic, compares read by branches in
 /// the same and the next block, conversions to and from GPRs, vector loads and stores
 /// through RBX, and integer instructions. `vex`: also AVX/FMA forms.
@@ -120,11 +130,7 @@ fn program(vex: bool) -> Vec<u8> {
 /// point, and the inexact results raise MXCSR.PE there as in the interpreter.
 #[test]
 fn sse_and_avx_blocks_match_the_interpreter() {
-    let mut forms = vec![false];
-    if host_has_fma_avx2() {
-        forms.push(true);
-    }
-    for vex in forms {
+    for vex in vex_forms() {
         let (m, jit, exit) = compare(&program(vex), &slices(), config(), &|_| {});
         assert!(ran_to_hlt(&exit), "vex {vex}: {exit:?}");
         assert!(jit.stats.baseline >= 3, "{}", jit.stats.summary());
@@ -215,11 +221,7 @@ fn lanes_program(vex: bool) -> Vec<u8> {
 /// block among the baseline compiles) with the interpreter's results at every stopping point.
 #[test]
 fn lane_blend_and_test_forms_match_the_interpreter() {
-    let mut forms = vec![false];
-    if host_has_fma_avx2() {
-        forms.push(true);
-    }
-    for vex in forms {
+    for vex in vex_forms() {
         let (m, jit, exit) = compare(&lanes_program(vex), &slices(), config(), &|_| {});
         assert!(ran_to_hlt(&exit), "vex {vex}: {exit:?}");
         // Every compiled block (budget slices start blocks anywhere) but the last one's

@@ -20,6 +20,22 @@ pub fn eager_config() -> JitConfig {
     }
 }
 
+/// [`eager_config`] with the baseline tier on.
+pub fn baseline_config() -> JitConfig {
+    JitConfig {
+        baseline: true,
+        ..eager_config()
+    }
+}
+
+/// Budget slices of 1..=13 instructions (every stopping point inside short blocks) and one
+/// run to the end.
+pub fn short_slices() -> Vec<u64> {
+    let mut v: Vec<u64> = (0..300).map(|i| 1 + (i * 7) % 13).collect();
+    v.push(1 << 20);
+    v
+}
+
 /// Memory windows compared between the engines: code, data, stack.
 pub const WINDOWS: [(u64, u64); 3] = [
     (CODE_BASE, 0x4000),
