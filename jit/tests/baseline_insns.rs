@@ -1,7 +1,8 @@
 //! Instructions the baseline tier (`lockstep_jit::base`) took on in session 37, each in a
 //! block the tier must compile (checked in the statistics), with the interpreter's state,
 //! memory and retired count at every budget slice: 8-bit operations on AH/CH/DH/BH;
-//! STMXCSR, VSTMXCSR and FNSTCW; DIV and IDIV; BT/BTS/BTR/BTC, BSF and BSR. And negative
+//! STMXCSR, VSTMXCSR and FNSTCW; DIV and IDIV; BT/BTS/BTR/BTC, BSF and BSR; 8- and 16-bit
+//! shifts by a constant. And negative
 //! 8-bit immediates of PUSH and of `add/sub rsp` (the tier once took the raw byte).
 
 mod common;
@@ -12,10 +13,12 @@ use lockstep_interp::state::{ctl, reg};
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
 use lockstep_interp::ExitReason;
 
-/// Every compiled block but the last one's (HLT) was the tier's.
+/// Every compiled block but the last one's (HLT) was the tier's, and none failed to compile
+/// (a failed compile falls back to Cranelift's tier, which would hide a fault of the tier's).
 fn all_in_the_tier(jit: &lockstep_jit::Jit) {
     let s = &jit.stats;
     assert!(s.compiled - s.baseline <= 1, "{}", s.summary());
+    assert_eq!(s.compile_errors, 0, "{}", s.summary());
 }
 
 /// 8-bit operations reading and writing AH/CH/DH/BH, with the low bytes and immediates, their
@@ -333,4 +336,65 @@ fn negative_immediates_of_push_and_rsp_steps_match_the_interpreter() {
     all_in_the_tier(&jit);
     assert_eq!(m.gpr(reg::R13), (-400i64) as u64);
     assert_eq!(m.gpr(reg::R14), (-128i64 * 400) as u64);
+}
+
+/// SHL/SHR/SAR of 8- and 16-bit registers and memory by 1 and by larger constants below the
+/// width (OF by more than 1 the interpreter's: as for a count of 1, SAR's 0), the flags read
+/// by conditions after each, in a function called 400 times on changing values.
+#[test]
+fn narrow_shifts_match_the_interpreter() {
+    let code = TestMachine::assemble(|a| {
+        let mut round = a.create_label();
+        let mut f = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(r15d, 400)?;
+        a.mov(rdi, 0x9e37_79b9_7f4a_7c15u64)?;
+        a.set_label(&mut round)?;
+        a.call(f)?;
+        a.dec(r15d)?;
+        a.jne(round)?;
+        a.jmp(done)?;
+        a.set_label(&mut f)?;
+        a.imul_3(rdi, rdi, 0x2545_f491)?;
+        a.add(rdi, r15)?;
+        a.mov(rax, rdi)?;
+        a.mov(rcx, rdi)?;
+        a.mov(rdx, rdi)?;
+        a.mov(qword_ptr(rbx), rdi)?;
+        let shifts: [fn(&mut CodeAssembler) -> Result<(), IcedError>; 10] = [
+            |a| a.shr(al, 5),
+            |a| a.shl(cl, 1),
+            |a| a.sar(dl, 3),
+            |a| a.shl(sil, 7),
+            |a| a.shl(ax, 9),
+            |a| a.sar(cx, 1),
+            |a| a.shr(dx, 15),
+            |a| a.shl(byte_ptr(rbx + 1), 3),
+            |a| a.sar(word_ptr(rbx + 2), 6),
+            |a| a.shr(byte_ptr(rbx + 5), 1),
+        ];
+        for shift in shifts {
+            shift(a)?;
+            read_flags(a)?;
+            // Every flag into R13 (each step after the conditions read them).
+            for r in [r8, r9, r10, r11, r12] {
+                a.imul_3(r13, r13, 3)?;
+                a.add(r13, r)?;
+            }
+        }
+        a.shl(word_ptr(rbx + 6), 2)?;
+        read_flags(a)?;
+        a.add(r14, qword_ptr(rbx))?;
+        a.add(r14, rax)?;
+        a.add(r14, rcx)?;
+        a.add(r14, rdx)?;
+        a.ret()?;
+        a.set_label(&mut done)?;
+        a.hlt()
+    });
+    let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    all_in_the_tier(&jit);
+    assert!(m.gpr(reg::R13) != 0);
 }

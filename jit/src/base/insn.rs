@@ -61,6 +61,14 @@ fn flag_masks(ins: &Instruction) -> Option<(u32, u32)> {
     })
 }
 
+/// The first operand's size in bytes (a register or memory).
+pub(super) fn operand_size(ins: &Instruction) -> u32 {
+    match ins.op0_kind() {
+        OpKind::Memory => ins.memory_size().size() as u32,
+        _ => ins.op0_register().size() as u32,
+    }
+}
+
 /// Is the first operand (a register or memory) 64-bit?
 pub(super) fn wide(ins: &Instruction) -> bool {
     ins.op0_register().size() == 8 || ins.memory_size().size() == 8
@@ -255,6 +263,22 @@ pub fn covers(ins: &Instruction, last: bool) -> bool {
         | Code::Shld_rm64_r64_imm8
         | Code::Shrd_rm32_r32_imm8
         | Code::Shrd_rm64_r64_imm8 => return shift_count(ins) != 0,
+        // 8- and 16-bit ones (session 37) by a masked count below their width: CF defined.
+        Code::Shl_rm8_imm8
+        | Code::Shr_rm8_imm8
+        | Code::Sar_rm8_imm8
+        | Code::Shl_rm8_1
+        | Code::Shr_rm8_1
+        | Code::Sar_rm8_1
+        | Code::Shl_rm16_imm8
+        | Code::Shr_rm16_imm8
+        | Code::Sar_rm16_imm8
+        | Code::Shl_rm16_1
+        | Code::Shr_rm16_1
+        | Code::Sar_rm16_1 => {
+            let bits = 8 * operand_size(ins);
+            return (1..bits).contains(&shift_count(ins));
+        }
         _ if by_cl(ins) => return true,
         // Sign extensions within RAX, or of RAX into RDX.
         Code::Cbw | Code::Cwde | Code::Cdqe | Code::Cwd | Code::Cdq | Code::Cqo => return true,

@@ -4,7 +4,7 @@
 
 use super::emit::Emit;
 use super::emit::STATUS;
-use super::insn::{access, host_reg, memory_at_r9, wide, AF};
+use super::insn::{access, host_reg, memory_at_r9, operand_size, wide, AF};
 use iced_x86::code_asm::*;
 use iced_x86::{Code, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::operand::gpr_ref;
@@ -38,26 +38,34 @@ pub(super) fn shift_of_fix(ins: &Instruction) -> bool {
 /// SHR/SHLD/SHRD by more than 1, which the architecture leaves undefined. SHLD/SHRD's source
 /// is in RDX's family. Clobbers the host's flags.
 pub(super) fn of_by_one(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
-    let wide = wide(ins);
-    match (ins.op0_kind() == OpKind::Memory, wide) {
+    let size = operand_size(ins);
+    match (ins.op0_kind() == OpKind::Memory, size) {
         (false, _) => e.a.mov(r11, rax)?,
-        (true, true) => e.a.mov(r11, qword_ptr(r9 + r8))?,
-        (true, false) => e.a.mov(r11d, dword_ptr(r9 + r8))?,
+        (true, 8) => e.a.mov(r11, qword_ptr(r9 + r8))?,
+        (true, 4) => e.a.mov(r11d, dword_ptr(r9 + r8))?,
+        (true, 2) => e.a.movzx(r11d, word_ptr(r9 + r8))?,
+        (true, _) => e.a.movzx(r11d, byte_ptr(r9 + r8))?,
     }
-    let code = match (ins.mnemonic(), wide) {
-        (Mnemonic::Shl, true) => Code::Shl_rm64_imm8,
-        (Mnemonic::Shl, false) => Code::Shl_rm32_imm8,
-        (Mnemonic::Shr, true) => Code::Shr_rm64_imm8,
-        (Mnemonic::Shr, false) => Code::Shr_rm32_imm8,
-        (Mnemonic::Shld, true) => Code::Shld_rm64_r64_imm8,
-        (Mnemonic::Shld, false) => Code::Shld_rm32_r32_imm8,
-        (_, true) => Code::Shrd_rm64_r64_imm8,
-        (_, false) => Code::Shrd_rm32_r32_imm8,
+    use Mnemonic::{Shl, Shld, Shr};
+    let code = match (ins.mnemonic(), size) {
+        (Shl, 8) => Code::Shl_rm64_imm8,
+        (Shl, 4) => Code::Shl_rm32_imm8,
+        (Shl, 2) => Code::Shl_rm16_imm8,
+        (Shl, _) => Code::Shl_rm8_imm8,
+        (Shr, 8) => Code::Shr_rm64_imm8,
+        (Shr, 4) => Code::Shr_rm32_imm8,
+        (Shr, 2) => Code::Shr_rm16_imm8,
+        (Shr, _) => Code::Shr_rm8_imm8,
+        (Shld, 8) => Code::Shld_rm64_r64_imm8,
+        (Shld, _) => Code::Shld_rm32_r32_imm8,
+        (_, 8) => Code::Shrd_rm64_r64_imm8,
+        (_, _) => Code::Shrd_rm32_r32_imm8,
     };
-    let (one, src) = if wide {
-        (Register::R11, Register::RDX)
-    } else {
-        (Register::R11D, Register::EDX)
+    let (one, src) = match size {
+        8 => (Register::R11, Register::RDX),
+        4 => (Register::R11D, Register::EDX),
+        2 => (Register::R11W, Register::DX),
+        _ => (Register::R11L, Register::DL),
     };
     let by_one = if ins.op_count() == 3 {
         Instruction::with3(code, one, src, 1u32)?
