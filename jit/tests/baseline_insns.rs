@@ -338,6 +338,9 @@ fn negative_immediates_of_push_and_rsp_steps_match_the_interpreter() {
     assert_eq!(m.gpr(reg::R14), (-128i64 * 400) as u64);
 }
 
+/// One instruction added to a program.
+type Emitter = fn(&mut CodeAssembler) -> Result<(), IcedError>;
+
 /// SHL/SHR/SAR of 8- and 16-bit registers and memory by 1 and by larger constants below the
 /// width (OF by more than 1 the interpreter's: as for a count of 1, SAR's 0), the flags read
 /// by conditions after each, in a function called 400 times on changing values.
@@ -362,7 +365,7 @@ fn narrow_shifts_match_the_interpreter() {
         a.mov(rcx, rdi)?;
         a.mov(rdx, rdi)?;
         a.mov(qword_ptr(rbx), rdi)?;
-        let shifts: [fn(&mut CodeAssembler) -> Result<(), IcedError>; 10] = [
+        let shifts: [Emitter; 10] = [
             |a| a.shr(al, 5),
             |a| a.shl(cl, 1),
             |a| a.sar(dl, 3),
