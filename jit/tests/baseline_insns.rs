@@ -303,34 +303,24 @@ fn bit_tests_and_scans_match_the_interpreter() {
 /// JIT golden run of `strings` printed 255 for -1.
 #[test]
 fn negative_immediates_of_push_and_rsp_steps_match_the_interpreter() {
-    let code = TestMachine::assemble(|a| {
-        let mut round = a.create_label();
-        let mut f = a.create_label();
-        let mut done = a.create_label();
-        a.mov(r15d, 400)?;
-        a.mov(rax, 0x1122_3344_5566_7788u64)?;
-        a.set_label(&mut round)?;
-        a.call(f)?;
-        a.dec(r15d)?;
-        a.jne(round)?;
-        a.jmp(done)?;
-        a.set_label(&mut f)?;
-        a.push(-1)?;
-        a.push(-128)?;
-        a.sub(rsp, -16)?;
-        a.mov(qword_ptr(rsp - 24), rax)?;
-        a.add(rsp, -32)?;
-        a.mov(rdx, qword_ptr(rsp + 8))?;
-        a.mov(rcx, qword_ptr(rsp + 24))?;
-        a.mov(rsi, qword_ptr(rsp + 16))?;
-        a.add(rsp, 32)?;
-        a.add(r12, rdx)?;
-        a.add(r13, rcx)?;
-        a.add(r14, rsi)?;
-        a.ret()?;
-        a.set_label(&mut done)?;
-        a.hlt()
-    });
+    let code = calls(
+        400,
+        |a| a.mov(rax, 0x1122_3344_5566_7788u64),
+        |a| {
+            a.push(-1)?;
+            a.push(-128)?;
+            a.sub(rsp, -16)?;
+            a.mov(qword_ptr(rsp - 24), rax)?;
+            a.add(rsp, -32)?;
+            a.mov(rdx, qword_ptr(rsp + 8))?;
+            a.mov(rcx, qword_ptr(rsp + 24))?;
+            a.mov(rsi, qword_ptr(rsp + 16))?;
+            a.add(rsp, 32)?;
+            a.add(r12, rdx)?;
+            a.add(r13, rcx)?;
+            a.add(r14, rsi)
+        },
+    );
     let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
     assert!(ran_to_hlt(&exit), "{exit:?}");
     all_in_the_tier(&jit);
@@ -338,27 +328,42 @@ fn negative_immediates_of_push_and_rsp_steps_match_the_interpreter() {
     assert_eq!(m.gpr(reg::R14), (-128i64 * 400) as u64);
 }
 
-/// One instruction added to a program.
+/// Code added to a program.
 type Emitter = fn(&mut CodeAssembler) -> Result<(), IcedError>;
 
-/// SHL/SHR/SAR of 8- and 16-bit registers and memory by 1 and by larger constants below the
-/// width (OF by more than 1 the interpreter's: as for a count of 1, SAR's 0), the flags read
-/// by conditions after each, in a function called 400 times on changing values.
-#[test]
-fn narrow_shifts_match_the_interpreter() {
-    let code = TestMachine::assemble(|a| {
+/// A program that runs `setup`, then calls a function `f` made of `body` `rounds` times
+/// (counting in R15), then HLT: `f`'s blocks are not a loop, so the tier takes them, and
+/// most calls run past the small budget slices.
+fn calls(rounds: u32, setup: Emitter, body: Emitter) -> Vec<u8> {
+    TestMachine::assemble(|a| {
         let mut round = a.create_label();
         let mut f = a.create_label();
         let mut done = a.create_label();
-        a.mov(rbx, DATA_BASE)?;
-        a.mov(r15d, 400)?;
-        a.mov(rdi, 0x9e37_79b9_7f4a_7c15u64)?;
+        a.mov(r15d, rounds)?;
+        setup(a)?;
         a.set_label(&mut round)?;
         a.call(f)?;
         a.dec(r15d)?;
         a.jne(round)?;
         a.jmp(done)?;
         a.set_label(&mut f)?;
+        body(a)?;
+        a.ret()?;
+        a.set_label(&mut done)?;
+        a.hlt()
+    })
+}
+
+/// SHL/SHR/SAR of 8- and 16-bit registers and memory by 1 and by larger constants below the
+/// width (OF by more than 1 the interpreter's: as for a count of 1, SAR's 0), the flags read
+/// by conditions after each, in a function called 400 times on changing values.
+#[test]
+fn narrow_shifts_match_the_interpreter() {
+    let setup: Emitter = |a| {
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(rdi, 0x9e37_79b9_7f4a_7c15u64)
+    };
+    let code = calls(400, setup, |a| {
         a.imul_3(rdi, rdi, 0x2545_f491)?;
         a.add(rdi, r15)?;
         a.mov(rax, rdi)?;
@@ -391,10 +396,7 @@ fn narrow_shifts_match_the_interpreter() {
         a.add(r14, qword_ptr(rbx))?;
         a.add(r14, rax)?;
         a.add(r14, rcx)?;
-        a.add(r14, rdx)?;
-        a.ret()?;
-        a.set_label(&mut done)?;
-        a.hlt()
+        a.add(r14, rdx)
     });
     let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
     assert!(ran_to_hlt(&exit), "{exit:?}");

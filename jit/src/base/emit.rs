@@ -188,6 +188,11 @@ impl Emit {
         }
     }
 
+    /// Store host AH into guest register `g`'s bits 8–15 (an AH/CH/DH/BH destination).
+    pub fn store_high_byte(&mut self, g: usize) -> Result<(), IcedError> {
+        self.a.mov(byte_ptr(rdi + gpr_off(g) + 1), ah)
+    }
+
     // ----- flags -----
 
     /// Capture the host's flags right after a flag-writing host instruction: `set` the flags

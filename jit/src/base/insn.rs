@@ -706,7 +706,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     let store = |e: &mut Emit| -> Result<(), IcedError> {
         if let Some((g, size, high)) = dest {
             if high {
-                e.a.mov(byte_ptr(rdi + gpr_off(g) + 1), ah)?;
+                e.store_high_byte(g)?;
             } else {
                 e.store_reg(g, rax, size)?;
             }
