@@ -63,7 +63,8 @@ pub struct Compiler {
     dump_ir: Option<std::ffi::OsString>,
     dump_asm: Option<std::ffi::OsString>,
     /// `LOCKSTEP_JIT_COMPILE_LOG`, read once: append one line per compiled function (IR
-    /// instructions, IR blocks, Cranelift microseconds, code bytes, loop 0/1) to this file.
+    /// instructions, IR blocks, microseconds, code bytes, kind 0 plain/1 loop/2 baseline,
+    /// function name, guest RIP) to this file.
     compile_log: Option<std::ffi::OsString>,
     next: u64,
     /// Functions defined in the current module.
@@ -548,7 +549,11 @@ impl Compiler {
             .map_or(0, |c| c.code_info().total_size as usize);
         if let (Some(path), Some((n, b, t0))) = (&self.compile_log, log_start) {
             let us = t0.elapsed().as_micros();
-            append_dump(path, &format!("{n} {b} {us} {code_bytes} {}", looped as u8));
+            let rip = blocks.first().map_or(0, |b| b.key().rip);
+            append_dump(
+                path,
+                &format!("{n} {b} {us} {code_bytes} {} {name} {rip:#x}", looped as u8),
+            );
         }
         module.clear_context(&mut self.ctx);
         self.in_module += 1;
@@ -614,7 +619,8 @@ impl Compiler {
         if let (Some(path), Some(t0)) = (&self.compile_log, t0) {
             // Baseline functions have no IR: instructions and blocks 0, loop column 2.
             let us = t0.elapsed().as_micros();
-            append_dump(path, &format!("0 0 {us} {} 2", code.bytes.len()));
+            let (len, rip) = (code.bytes.len(), block.key().rip);
+            append_dump(path, &format!("0 0 {us} {len} 2 base {rip:#x}"));
         }
         self.in_module += 1;
         Ok(Compiled {

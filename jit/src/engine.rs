@@ -401,6 +401,9 @@ const MAX_PAGE_COMPILES: u32 = 256;
 
 /// Most blocks, and instructions, of a recursive region (`JitConfig::recursive_regions`).
 const RECURSIVE_BLOCKS: usize = 64;
+/// Most blocks of a region whose search meets a `switch` jump (`region::is_switch_jump`):
+/// more than `JitConfig::region_blocks`, so that an interpreter loop takes all its cases.
+const SWITCH_REGION_BLOCKS: usize = 24;
 const RECURSIVE_INSNS: usize = 1024;
 
 /// One cache line: what the dispatcher reads on every lookup (the compiled function's extras
@@ -984,8 +987,9 @@ impl Jit {
     }
 
     /// The entry's block and the blocks of its page its branches, calls and fall-throughs
-    /// reach, breadth first ([`Jit::neighbour`] with `min_count`), at most `max_blocks`
-    /// blocks and `max_insns` instructions (entry first).
+    /// reach, breadth first ([`Jit::neighbour`] with `min_count`; a switch jump's candidates
+    /// with 1), at most `max_blocks` blocks ([`SWITCH_REGION_BLOCKS`] once a switch jump is
+    /// met) and `max_insns` instructions (entry first).
     fn region_search(
         &self,
         key: &BlockKey,
@@ -1004,21 +1008,27 @@ impl Jit {
         let mut rips = vec![key.rip];
         let mut insns = entry.block.insns.len();
         let mut i = 0;
+        let mut max_blocks = max_blocks;
         while i < out.len() {
             let b = out[i].clone();
             i += 1;
             let mut targets = crate::region::successors(&b);
+            // Its own branches' targets must be warm; the cases of a switch jump need only
+            // have run (a case left out is a function exit on every run of it).
+            let direct = targets.len();
             if crate::region::ends_in_switch_jump(&b) {
                 targets.extend(self.jump_candidates(key));
+                max_blocks = max_blocks.max(SWITCH_REGION_BLOCKS);
             }
-            for t in targets {
+            for (j, t) in targets.into_iter().enumerate() {
                 if out.len() >= max_blocks {
                     return out;
                 }
                 if rips.contains(&t) {
                     continue;
                 }
-                let Some(e) = self.neighbour(key, t, ram, min_count) else {
+                let min = if j < direct { min_count } else { 1 };
+                let Some(e) = self.neighbour(key, t, ram, min) else {
                     continue;
                 };
                 let n = e.block.insns.len();
@@ -1134,7 +1144,7 @@ impl Jit {
     }
 
     /// Where an indirect JMP in the code page of `key` may go, for a region: the blocks of
-    /// that page (same physical page, same linear page) in the cache, most often run first
+    /// that page (same physical page, same linear page) in the cache that have run, most often run first
     /// (then by address, so the order is deterministic). The region keeps those that pass its
     /// usual tests; the jump compares its target with each of them at run time.
     fn jump_candidates(&self, key: &BlockKey) -> Vec<u64> {
@@ -1146,7 +1156,7 @@ impl Jit {
                 e.key.rip & !0xfff == page
                     && e.key.phys & !0xfff == phys
                     && e.key.bitness == 64
-                    && e.count >= self.config.threshold
+                    && e.count > 0
             })
             .map(|e| (e.count, e.key.rip))
             .collect();
