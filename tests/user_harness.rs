@@ -280,6 +280,30 @@ fn faults_become_signals_with_a_message() {
     );
 }
 
+/// Changed mappings lose their cached translations (the user-mode memory calls drop only
+/// the TLB entries of the pages they change; a growing break drops none).
+#[test]
+fn changed_mappings_drop_their_translations() {
+    let o = run(&asm_prog("brk_shrink"));
+    assert_eq!(o.stdout, b"ok\n");
+    assert_eq!(
+        o.status.code(),
+        Some(139),
+        "store after shrinking brk: {}",
+        stderr(&o)
+    );
+    // MAP_FIXED over a page reads zero, mprotect read-only still reads, munmap of a long
+    // range faults.
+    let o = run(&asm_prog("remap"));
+    assert_eq!(o.stdout, b"0ok\n", "{}", stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(139),
+        "store after munmap of 100 pages: {}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn max_insns_stops_with_124() {
     let o = lockstep(

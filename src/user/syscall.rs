@@ -9,6 +9,7 @@ use super::guest::{Guest, MemFault};
 use super::loader::{GUEST_PID, GUEST_PPID};
 use super::memory::{STACK_SIZE, TASK_SIZE};
 use super::sysnames;
+use lockstep_interp::mem::PAGE_SIZE;
 use lockstep_interp::state::{reg, sreg};
 use rand_chacha::ChaCha20Rng;
 use rand_core::RngCore;
@@ -260,8 +261,12 @@ impl Kernel {
             MUNMAP => sys_munmap(g, a[0], a[1]),
             MPROTECT => sys_mprotect(g, a[0], a[1], a[2]),
             BRK => {
+                let old = g.mm.brk;
                 let b = g.mm.set_brk(&mut g.ram, a[0]);
-                g.cpu.flush_tlb(); // a shrinking break unmaps pages
+                // A shrinking break unmaps pages; a growing one only adds unmapped ones.
+                if b < old {
+                    super::sys_mm::flush_range(g, b, old.saturating_add(PAGE_SIZE - 1));
+                }
                 Ok(b)
             }
             MADVISE => sys_madvise(g, a[0], a[1], a[2]),
