@@ -39,6 +39,10 @@ pub struct Compiled {
     pub stats: LowerStats,
     /// Region members the function may also be entered at (`lift::Lowered::member_entries`).
     pub member_entries: Vec<usize>,
+    /// The budget an entry at each of `member_entries` needs (`lift::Lowered::member_entry_lens`).
+    pub member_entry_lens: Vec<u64>,
+    /// The budget an entry into a region function needs (`lift::Lowered::entry_len`).
+    pub entry_len: Option<u64>,
     pub code_bytes: usize,
     /// Compiled by the baseline tier (`crate::base`).
     pub baseline: bool,
@@ -562,6 +566,8 @@ impl Compiler {
             ir,
             stats: lowered.stats,
             member_entries: lowered.member_entries,
+            member_entry_lens: lowered.member_entry_lens,
+            entry_len: lowered.entry_len,
             code_bytes,
             baseline: false,
         })
@@ -633,6 +639,8 @@ impl Compiler {
                 ..LowerStats::default()
             },
             member_entries: Vec::new(),
+            member_entry_lens: Vec::new(),
+            entry_len: None,
             code_bytes: code.bytes.len(),
             baseline: true,
         })

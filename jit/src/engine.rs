@@ -150,6 +150,8 @@ pub struct JitStats {
     /// branches between them that became jumps inside a function.
     pub region_blocks: u64,
     pub region_edges: u64,
+    /// ... of which check no budget (`region::budget_checks`: they close no cycle).
+    pub region_free_edges: u64,
     /// Cache entries that run a region's function from one of its other members
     /// (`Compiled::member_entries`) instead of compiling their own.
     pub member_entries: u64,
@@ -269,7 +271,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} recursive={} region-blocks={} region-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
             self.traced,
@@ -279,6 +281,7 @@ impl JitStats {
             self.recursive,
             self.region_blocks,
             self.region_edges,
+            self.region_free_edges,
             self.member_entries,
             self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
@@ -1311,6 +1314,7 @@ impl Jit {
                 self.stats.helper_insns += c.stats.helper as u64;
                 self.stats.region_blocks += c.stats.blocks as u64;
                 self.stats.region_edges += c.stats.edges as u64;
+                self.stats.region_free_edges += c.stats.free_edges as u64;
                 self.stats.dyn_folds += c.stats.dyn_folds as u64;
                 self.stats.baseline += c.baseline as u64;
                 if c.baseline {
@@ -1319,6 +1323,10 @@ impl Jit {
                     self.stats.call_loops += call_loop as u64;
                 }
                 e.tier = Tier::Pending(c.id);
+                // A region runs on past its first block before it checks the budget again.
+                if let Some(n) = c.entry_len {
+                    e.len = n.min(u32::MAX as u64) as u32;
+                }
                 if recursive {
                     self.stats.recursive += 1;
                     for b in &region {
@@ -1352,8 +1360,10 @@ impl Jit {
                     // most-run first, and counts kept high crowded out other blocks:
                     // bf's chained jumps 0.1 M → 5.1 M.)
                     me.count = me.count.min(threshold / 4);
-                    if c.member_entries.contains(&m) && Arc::ptr_eq(&me.block, blk) {
+                    let entry = c.member_entries.iter().position(|&x| x == m);
+                    if let (Some(k), true) = (entry, Arc::ptr_eq(&me.block, blk)) {
                         me.tier = Tier::Pending(c.id);
+                        me.len = c.member_entry_lens[k].min(u32::MAX as u64) as u32;
                         self.pending.push(mk);
                         self.stats.member_entries += 1;
                         // It keeps the function's blocks alive as the first does.

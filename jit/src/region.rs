@@ -1,6 +1,7 @@
 //! The shape of a region (see docs/jit.md "Regions"): a block's static successors, the
 //! return sites among a set of blocks, which of them form loops through the entry, the
-//! registers each may find dirty on entry, and the flag-setting instruction each may replay.
+//! registers each may find dirty on entry, the flag-setting instruction each may replay, and
+//! which jumps between them check the budget.
 
 use lockstep_interp::decode::Block;
 use std::sync::Arc;
@@ -301,4 +302,149 @@ pub fn replays(
                 .then_some(first)
         })
         .collect()
+}
+
+/// Where a region function checks the instruction budget (see [`budget_checks`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetChecks {
+    /// `span[i]`: the most instructions a run entered at member `i` can retire before it
+    /// meets a checked jump or leaves the function (its own and those of the members it may
+    /// go on to without a check). A jump to `i` that checks, and an entry into the function
+    /// at `i`, check that the budget covers `span[i]`.
+    pub span: Vec<u64>,
+    /// `free[i]`: the members a direct jump at the end of member `i` may go to without a
+    /// check (the budget checked on the way to `i` covers them).
+    pub free: Vec<Vec<usize>>,
+}
+
+/// Which jumps between the members of a region check the budget: only those that close a
+/// cycle (the back edges of a depth-first search from the entries `starts`, over the direct
+/// jumps `succ[i]` at the end of each member), and every jump from a member that may retire
+/// more than its `len[i]` instructions (`multi[i]`: a REP string, which checks the budget
+/// itself). The other jumps form no cycle, so a run between two checks is a path through
+/// them, at most [`BudgetChecks::span`] instructions long. Every other jump (a run-time
+/// target, a direct one not in `succ`) checks.
+pub fn budget_checks(
+    succ: &[Vec<usize>],
+    len: &[u64],
+    multi: &[bool],
+    starts: &[usize],
+) -> BudgetChecks {
+    let n = succ.len();
+    const NEW: u8 = 0;
+    const OPEN: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; n];
+    let mut free: Vec<Vec<usize>> = vec![Vec::new(); n];
+    // Members in the order their search finishes: the target of a jump that is not a back
+    // edge finishes before its source.
+    let mut finished = Vec::with_capacity(n);
+    for s in starts.iter().copied().chain(0..n) {
+        if state[s] != NEW {
+            continue;
+        }
+        state[s] = OPEN;
+        let mut stack = vec![(s, 0usize)];
+        while let Some((u, next)) = stack.last_mut() {
+            let u = *u;
+            let Some(&v) = succ[u].get(*next) else {
+                state[u] = DONE;
+                finished.push(u);
+                stack.pop();
+                continue;
+            };
+            *next += 1;
+            let back = state[v] == OPEN;
+            if !back && !multi[u] && !free[u].contains(&v) {
+                free[u].push(v);
+            }
+            if state[v] == NEW {
+                state[v] = OPEN;
+                stack.push((v, 0));
+            }
+        }
+    }
+    let mut span = vec![0u64; n];
+    for &u in &finished {
+        let after = free[u].iter().map(|&v| span[v]).max().unwrap_or(0);
+        span[u] = len[u].saturating_add(after);
+    }
+    BudgetChecks { span, free }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_checks_its_back_edge_only() {
+        // 0 -> 1 -> 2 -> 0 (the back edge), 2 -> 3 (out of the loop), 1 -> 1 (a self loop).
+        let succ = vec![vec![1], vec![2, 1], vec![0, 3], vec![]];
+        let len = [3, 4, 5, 6];
+        let c = budget_checks(&succ, &len, &[false; 4], &[0]);
+        assert_eq!(c.free, vec![vec![1], vec![2], vec![3], vec![]]);
+        assert_eq!(c.span, vec![3 + 4 + 5 + 6, 4 + 5 + 6, 5 + 6, 6]);
+        // A member that may retire more than its length (a REP string) checks every jump.
+        let c = budget_checks(&succ, &len, &[false, true, false, false], &[0]);
+        assert_eq!(c.free[1], Vec::<usize>::new());
+        assert_eq!(c.span[0], 3 + 4);
+    }
+
+    #[test]
+    fn entered_elsewhere_the_search_starts_there() {
+        // Entered at 2 (a peeled copy, say) as well as 0: 2 -> 0 is no back edge then.
+        let succ = vec![vec![1], vec![0], vec![0]];
+        let c = budget_checks(&succ, &[1, 1, 1], &[false; 3], &[2, 0]);
+        assert_eq!(c.free, vec![vec![1], vec![], vec![0]]);
+        assert_eq!(c.span, vec![2, 1, 3]);
+    }
+
+    /// On random graphs: the free jumps form no cycle, and each span covers the member and
+    /// every path of free jumps from it.
+    #[test]
+    fn free_jumps_form_no_cycle_and_spans_cover_their_paths() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..500 {
+            let n = 1 + rnd(12) as usize;
+            let succ: Vec<Vec<usize>> = (0..n)
+                .map(|_| (0..rnd(4)).map(|_| rnd(n as u64) as usize).collect())
+                .collect();
+            let len: Vec<u64> = (0..n).map(|_| 1 + rnd(20)).collect();
+            let multi: Vec<bool> = (0..n).map(|_| rnd(8) == 0).collect();
+            let starts = [rnd(n as u64) as usize];
+            let c = budget_checks(&succ, &len, &multi, &starts);
+            for u in 0..n {
+                assert!(c.span[u] >= len[u]);
+                for &v in &c.free[u] {
+                    assert!(succ[u].contains(&v) && !multi[u]);
+                    assert!(c.span[u] >= len[u] + c.span[v], "{succ:?} {c:?}");
+                }
+            }
+            // Kahn's algorithm removes every member: no cycle of free jumps.
+            let mut indeg = vec![0; n];
+            for f in &c.free {
+                for &v in f {
+                    indeg[v] += 1;
+                }
+            }
+            let mut ready: Vec<usize> = (0..n).filter(|&v| indeg[v] == 0).collect();
+            let mut seen = 0;
+            while let Some(u) = ready.pop() {
+                seen += 1;
+                for &v in &c.free[u] {
+                    indeg[v] -= 1;
+                    if indeg[v] == 0 {
+                        ready.push(v);
+                    }
+                }
+            }
+            assert_eq!(seen, n, "{succ:?} {c:?}");
+        }
+    }
 }

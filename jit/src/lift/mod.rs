@@ -70,6 +70,8 @@ pub struct LowerStats {
     pub blocks: u32,
     /// Edges between them (jumps inside the function).
     pub edges: u32,
+    /// ... of which need no budget check (`region::budget_checks`).
+    pub free_edges: u32,
     /// Calls of the `fold_flags` helper emitted (all on cold or rare paths).
     pub dyn_folds: u32,
 }
@@ -213,6 +215,8 @@ pub struct Lower<'a> {
     region_zero: Option<Value>,
     /// The member being lowered.
     current: usize,
+    /// A region's budget checks (`region::budget_checks`): which member jumps need none.
+    budget: Option<crate::region::BudgetChecks>,
     /// Members that are the region's blocks; any after them are copies (the first block's,
     /// for the function entry), which no jump inside the region goes to.
     members_in_region: usize,
@@ -565,6 +569,33 @@ pub fn lower_region(
     } else {
         Vec::new()
     };
+    // Which jumps between members check the budget, and what an entry must cover.
+    let budget = region.then(|| {
+        let member_of = |rip: u64| {
+            members[..members_in_region]
+                .iter()
+                .position(|m| m.rip == rip)
+        };
+        let succ: Vec<Vec<usize>> = order
+            .iter()
+            .map(|b| {
+                let targets = crate::region::successors(b).into_iter();
+                targets.filter_map(member_of).collect()
+            })
+            .collect();
+        let len: Vec<u64> = members.iter().map(|m| m.len).collect();
+        let multi: Vec<bool> = order.iter().map(|b| retires_many(b)).collect();
+        let first = if peel { members_in_region } else { 0 };
+        crate::region::budget_checks(&succ, &len, &multi, &[first])
+    });
+    let entry_len = budget.as_ref().map(|c| {
+        let first = if peel { members_in_region } else { 0 };
+        c.span[first]
+    });
+    let member_entry_lens: Vec<u64> = match &budget {
+        Some(c) => member_entries.iter().map(|&i| c.span[i]).collect(),
+        None => Vec::new(),
+    };
     let mut l = Lower {
         b,
         state,
@@ -612,6 +643,7 @@ pub fn lower_region(
         region_zero: None,
         current: 0,
         members_in_region,
+        budget,
     };
     if region {
         // Everything the region's blocks share is set up once, here, on entry.
@@ -710,8 +742,18 @@ pub fn lower_region(
     Lowered {
         stats,
         member_entries,
+        member_entry_lens,
+        entry_len,
         links,
     }
+}
+
+/// May `b` retire more instructions than it has (a REP string: the budget is checked again
+/// after it)?
+fn retires_many(b: &Block) -> bool {
+    b.insns.iter().any(|d| {
+        d.ins.is_string_instruction() && (d.ins.has_rep_prefix() || d.ins.has_repne_prefix())
+    })
 }
 
 /// What [`lower_region`] made.
@@ -723,6 +765,13 @@ pub struct Lowered {
     /// it). Their cache entries can run this function instead of compiling their own (see
     /// `Jit::promote`).
     pub member_entries: Vec<usize>,
+    /// For each of `member_entries`: the instructions an entry there must find in the budget
+    /// (`region::BudgetChecks::span`).
+    pub member_entry_lens: Vec<u64>,
+    /// A region's: the instructions an entry into the function must find in the budget (its
+    /// first block's and those it may run on to before a check); `None` for a single block
+    /// (its length).
+    pub entry_len: Option<u64>,
     /// The target RIPs of the links the function's direct exits took, in order from
     /// [`LowerTarget::links`] (the caller fills them in before the function can run).
     pub links: Vec<u64>,
@@ -961,33 +1010,43 @@ impl Lower<'_> {
             .position(|m| m.rip == rip)
     }
 
-    /// A branch to member `t` (the current instruction is complete, counted in `k`): if the
-    /// budget covers the whole target block, jump to it inside the function with the
+    /// A branch to member `t` (the current instruction is complete, counted in `k`; `direct`:
+    /// a direct jump, not a run-time target): if the budget covers what the target may run
+    /// before the next check (`region::BudgetChecks::span`; no check at all for a jump the
+    /// check on the way here covered), jump to it inside the function with the
     /// registers in SSA values and the flags handed over; otherwise leave with RIP at the
     /// target (the dispatcher runs it, or the interpreter the rest of the budget). Leaves the
     /// compile-time state as it was.
-    fn emit_region_edge(&mut self, t: usize) {
+    fn emit_region_edge(&mut self, t: usize, direct: bool) {
         self.stats.edges += 1;
-        let (rip, len, lazy) = (
-            self.members[t].rip,
-            self.members[t].len,
-            self.members[t].lazy_flags,
+        let (rip, lazy) = (self.members[t].rip, self.members[t].lazy_flags);
+        let budget = self
+            .budget
+            .as_ref()
+            .expect("regions plan their budget checks");
+        let (free, span) = (
+            direct && budget.free[self.current].contains(&t),
+            budget.span[t],
         );
         let r = self.b.use_var(self.ret_var);
         let r = self.b.ins().iadd_imm_s(r, self.k);
-        let end = self.b.ins().iadd_imm_s(r, len as i64);
-        let lim = self.region_end.expect("regions load region_end");
-        let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
-        let go = self.b.create_block();
-        let out = self.b.create_block();
-        self.b.set_cold_block(out);
-        self.b.ins().brif(ok, go, &[], out, &[]);
-        self.b.seal_block(go);
-        self.b.seal_block(out);
-        self.b.switch_to_block(out);
-        self.emit_exit(Some(Rip::Const(rip)), ret::DISPATCH);
+        if !free {
+            let end = self.b.ins().iadd_imm_s(r, span as i64);
+            let lim = self.region_end.expect("regions load region_end");
+            let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
+            let go = self.b.create_block();
+            let out = self.b.create_block();
+            self.b.set_cold_block(out);
+            self.b.ins().brif(ok, go, &[], out, &[]);
+            self.b.seal_block(go);
+            self.b.seal_block(out);
+            self.b.switch_to_block(out);
+            self.emit_exit(Some(Rip::Const(rip)), ret::DISPATCH);
+            self.b.switch_to_block(go);
+        } else {
+            self.stats.free_edges += 1;
+        }
 
-        self.b.switch_to_block(go);
         // A target that replays its flags must be entered with the flags of that instruction:
         // from the end of a member that ends with it (always so, by `region::replays`; were it
         // not, leaving the function instead is still right).
@@ -1219,7 +1278,7 @@ impl Lower<'_> {
         match exit {
             Exit::Const(t) => {
                 if let Some(m) = self.member_at(t) {
-                    self.emit_region_edge(m);
+                    self.emit_region_edge(m, true);
                     return;
                 }
             }
@@ -1241,7 +1300,7 @@ impl Lower<'_> {
                     self.b.seal_block(yes);
                     self.b.seal_block(no);
                     self.b.switch_to_block(yes);
-                    self.emit_region_edge(m);
+                    self.emit_region_edge(m, false);
                     self.b.switch_to_block(no);
                 }
             }
