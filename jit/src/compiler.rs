@@ -640,7 +640,7 @@ impl Compiler {
             },
             member_entries: Vec::new(),
             member_entry_lens: Vec::new(),
-            entry_len: None,
+            entry_len: Some(code.len),
             code_bytes: code.bytes.len(),
             baseline: true,
         })

@@ -104,8 +104,8 @@ pub struct Emit {
     pub mx: bool,
     /// When a block of the function jumps back to the function's start (a loop of one block,
     /// or of a trace's blocks): the start's RIP, the label after the function's entry where
-    /// such a jump goes on without leaving ([`Emit::exit_const`]), and the first block's
-    /// length (the budget a round needs to start), and whether the host's MXCSR is set up
+    /// such a jump goes on without leaving ([`Emit::exit_const`]), and the trace's length
+    /// (the budget a round needs to start), and whether the host's MXCSR is set up
     /// before the top (else a round that set it up leaves instead of going round: the next
     /// round's set-up would drop the flags it collected).
     pub loop_top: Option<(u64, CodeLabel, u64, bool)>,
@@ -547,21 +547,16 @@ impl Emit {
     }
 
     /// Going on from one block of a trace (see `base::compile`) to the next, whose first
-    /// instruction is the current one and which ends `upto` instructions into the function:
-    /// the budget check a chained jump would make (`retired + upto <= region_end`, as a
-    /// jump between the blocks of a region checks it), else back to the dispatcher before
-    /// this instruction. Captured flags stay pending across (the exit merges them).
-    pub fn next_part(&mut self, upto: u64) -> Result<(), IcedError> {
-        // R8/R9's last access is forgotten: one probe per block keeps the reasoning local.
+    /// instruction is the current one and which ends `upto` instructions into the function.
+    /// No budget check: the entry checked the whole trace's (`BaseCode::len`; until session
+    /// 38 each block checked its own here). Captured flags stay pending across (the exit
+    /// merges them).
+    pub fn next_part(&mut self, upto: u64) {
+        // R8/R9's last access is forgotten, and what the host flags hold: one probe per
+        // block, and flags reasoned about per block, keep the reasoning local.
         self.last = None;
         self.len = upto;
-        self.a.mov(r11, qword_ptr(rdi + Frame::STATE_TO_RETIRED))?;
-        self.a.add(r11, upto as i32)?;
-        self.a.cmp(r11, qword_ptr(rsi + Frame::OFF_REGION_END))?;
-        let back = self.leave_label(ret::DISPATCH)?;
-        self.a.ja(back)?;
         self.host = HostFlags::Stale;
-        Ok(())
     }
 
     // ----- exits -----
@@ -604,9 +599,9 @@ impl Emit {
 
     /// The jump back to the top of a loop through the function's start (flags merged): the
     /// count moves on by the instructions of the round (`len`: the trace's blocks so far),
-    /// and the next round runs when the budget covers the first block (`retired + first_len
-    /// <= region_end`, as a trace's next block checks its own), else the dispatcher takes
-    /// over at the start. The host's MXCSR keeps collecting the loop's flags (the exits merge
+    /// and the next round runs when the budget covers the whole trace (`retired + first_len
+    /// <= region_end`, `first_len` being `BaseCode::len`, as an entry checks it), else the
+    /// dispatcher takes over at the start. The host's MXCSR keeps collecting the loop's flags (the exits merge
     /// them).
     fn loop_back(&mut self, rip: u64, top: CodeLabel, first_len: u64) -> Result<(), IcedError> {
         self.count()?;

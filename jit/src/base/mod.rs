@@ -98,6 +98,9 @@ impl RunCounters {
 pub struct BaseCode {
     pub bytes: Vec<u8>,
     pub links: Vec<u64>,
+    /// The instructions of all its blocks: what an entry (and a round of a loop through
+    /// the start) must find in the budget, checked once for the whole trace.
+    pub len: u64,
 }
 
 /// Can the baseline tier compile `block`? 64-bit code in one page, every instruction covered
@@ -118,10 +121,10 @@ pub fn covers(block: &Block) -> bool {
 /// are any: a *trace* is a chain of blocks of the same page, each the one its predecessor's
 /// last instruction goes on to ([`insn::leads_to`]: the way a Jcc takes most often, a JMP or
 /// CALL target, a fall-through, a RET's expected return site), compiled as one function.
-/// Going from one to the next costs a budget check instead of an exit, a hop and an entry
-/// (docs/jit.md, "Baseline tier", Traces); captured flags stay pending across. The function is entered only at `block`, whose
-/// length is the one its callers check the budget for; each later block checks that the
-/// budget covers it before it runs, else leaves for the dispatcher. `Err` names what the
+/// Going from one to the next costs nothing instead of an exit, a hop and an entry
+/// (docs/jit.md, "Baseline tier", Traces); captured flags stay pending across. The function
+/// is entered only at `block`; its callers check that the budget covers the whole trace
+/// ([`BaseCode::len`]), as does a jump back to the start. `Err` names what the
 /// assembler refused, or a trace whose blocks do not follow one another.
 pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCode, String> {
     let page = |b: &Block| (b.key().phys >> 12, b.key().rip >> 12);
@@ -136,7 +139,8 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         .chain(trace.iter().copied())
         .collect();
     entry(&mut e, block, &parts).map_err(|e| e.to_string())?;
-    loop_top(&mut e, &parts).map_err(|e| e.to_string())?;
+    let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
+    loop_top(&mut e, &parts, len).map_err(|e| e.to_string())?;
     let mut before = 0u64;
     for (p, part) in parts.iter().enumerate() {
         let next = parts.get(p + 1).map(|b| b.key().rip);
@@ -144,7 +148,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         if p > 0 {
             let first = part.insns.first().ok_or("an empty block in a trace")?;
             e.start_insn(before as usize, first);
-            e.next_part(before + n as u64).map_err(|e| e.to_string())?;
+            e.next_part(before + n as u64);
         }
         // Per block: the way on to the next one is a barrier for the flags, as an exit is.
         let dead = insn::dead_flags(&part.insns);
@@ -166,7 +170,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
     }
     let links = core::mem::take(&mut e.new_links);
     let bytes = e.finish().map_err(|e| e.to_string())?;
-    Ok(BaseCode { bytes, links })
+    Ok(BaseCode { bytes, links, len })
 }
 
 /// The entry: the skip test, the entry check, and the incoming flag record's fold when the
@@ -239,7 +243,7 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
 /// entry, where that jump goes on (see `Emit::exit_const`). A first block that does
 /// floating-point arithmetic sets up the host's MXCSR before the top (once per entry, not
 /// per round: `simd::default_mxcsr`).
-fn loop_top(e: &mut Emit, parts: &[&Block]) -> Result<(), IcedError> {
+fn loop_top(e: &mut Emit, parts: &[&Block], len: u64) -> Result<(), IcedError> {
     let block = parts[0];
     let rip = block.key().rip;
     let Some(first) = block.insns.first() else {
@@ -265,7 +269,7 @@ fn loop_top(e: &mut Emit, parts: &[&Block]) -> Result<(), IcedError> {
     e.a.nop()?;
     let mut top = e.a.create_label();
     e.a.set_label(&mut top)?;
-    e.loop_top = Some((rip, top, block.insns.len() as u64, mx_at_top));
+    e.loop_top = Some((rip, top, len, mx_at_top));
     Ok(())
 }
 
