@@ -11,6 +11,7 @@ mod common;
 
 use common::{compare, eager_config};
 use iced_x86::code_asm::*;
+use iced_x86::IcedError;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
 use lockstep_interp::ExitReason;
@@ -133,6 +134,16 @@ fn a_loop_head_that_may_keep_the_flags_gets_them_from_the_edge() {
     );
 }
 
+/// RDI = the jump table at `DATA_BASE + 0x8000`, filled with the addresses of `cases`.
+fn jump_table(a: &mut CodeAssembler, cases: &[CodeLabel]) -> Result<(), IcedError> {
+    a.mov(rdi, DATA_BASE + 0x8000)?;
+    for (i, c) in cases.iter().enumerate() {
+        a.lea(rax, ptr(*c))?;
+        a.mov(qword_ptr(rdi + 8 * i as i32), rax)?;
+    }
+    Ok(())
+}
+
 /// A bytecode loop: fetch a byte, jump through a table of four cases (an indirect JMP), each
 /// case jumps back to the loop's step; at step 3000 the fourth case's load faults.
 fn switch_loop() -> Vec<u8> {
@@ -146,12 +157,7 @@ fn switch_loop() -> Vec<u8> {
             a.create_label(),
         ];
         let mut same = a.create_label();
-        let table = DATA_BASE + 0x8000;
-        a.mov(rdi, table)?;
-        for (i, c) in cases.iter().enumerate() {
-            a.lea(rax, ptr(*c))?;
-            a.mov(qword_ptr(rdi + 8 * i as i32), rax)?;
-        }
+        jump_table(a, &cases)?;
         a.mov(rsi, DATA_BASE)?;
         a.mov(r9, DATA_BASE + 0x100)?;
         a.xor(ebx, ebx)?;
@@ -236,12 +242,7 @@ fn sixteen_cases() -> Vec<u8> {
         let mut next = a.create_label();
         let mut done = a.create_label();
         let mut cases: Vec<CodeLabel> = (0..16).map(|_| a.create_label()).collect();
-        let table = DATA_BASE + 0x8000;
-        a.mov(rdi, table)?;
-        for (i, c) in cases.iter().enumerate() {
-            a.lea(rax, ptr(*c))?;
-            a.mov(qword_ptr(rdi + 8 * i as i32), rax)?;
-        }
+        jump_table(a, &cases)?;
         a.mov(rsi, DATA_BASE)?;
         a.xor(ebx, ebx)?;
         a.xor(r8d, r8d)?;

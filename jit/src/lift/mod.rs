@@ -1033,16 +1033,8 @@ impl Lower<'_> {
         if !free {
             let end = self.b.ins().iadd_imm_s(r, span as i64);
             let lim = self.region_end.expect("regions load region_end");
-            let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, lim);
-            let go = self.b.create_block();
-            let out = self.b.create_block();
-            self.b.set_cold_block(out);
-            self.b.ins().brif(ok, go, &[], out, &[]);
-            self.b.seal_block(go);
-            self.b.seal_block(out);
-            self.b.switch_to_block(out);
-            self.emit_exit(Some(Rip::Const(rip)), ret::DISPATCH);
-            self.b.switch_to_block(go);
+            let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, lim);
+            self.side_exit_if(over, Some(Rip::Const(rip)), None, ret::DISPATCH);
         } else {
             self.stats.free_edges += 1;
         }
