@@ -41,7 +41,8 @@ pub struct Compiled {
     pub member_entries: Vec<usize>,
     /// The budget an entry at each of `member_entries` needs (`lift::Lowered::member_entry_lens`).
     pub member_entry_lens: Vec<u64>,
-    /// The budget an entry into a region function needs (`lift::Lowered::entry_len`).
+    /// The budget an entry into the function needs: a region's (`lift::Lowered::entry_len`)
+    /// or a baseline trace's (`base::BaseCode::len`); `None`: its first block's length.
     pub entry_len: Option<u64>,
     pub code_bytes: usize,
     /// Compiled by the baseline tier (`crate::base`).

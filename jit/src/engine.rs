@@ -404,10 +404,11 @@ const MAX_PAGE_COMPILES: u32 = 256;
 
 /// Most blocks, and instructions, of a recursive region (`JitConfig::recursive_regions`).
 const RECURSIVE_BLOCKS: usize = 64;
+const RECURSIVE_INSNS: usize = 1024;
+
 /// Most blocks of a region whose search meets a `switch` jump (`region::is_switch_jump`):
 /// more than `JitConfig::region_blocks`, so that an interpreter loop takes all its cases.
 const SWITCH_REGION_BLOCKS: usize = 24;
-const RECURSIVE_INSNS: usize = 1024;
 
 /// One cache line: what the dispatcher reads on every lookup (the compiled function's extras
 /// are in `Jit::extras`, at the same index). A compiled block runs without the dispatcher
@@ -1147,8 +1148,8 @@ impl Jit {
     }
 
     /// Where an indirect JMP in the code page of `key` may go, for a region: the blocks of
-    /// that page (same physical page, same linear page) in the cache that have run, most often run first
-    /// (then by address, so the order is deterministic). The region keeps those that pass its
+    /// that page (same physical page, same linear page) in the cache that have run, most
+    /// often run first (then by address, so the order is deterministic). The region keeps those that pass its
     /// usual tests; the jump compares its target with each of them at run time.
     fn jump_candidates(&self, key: &BlockKey) -> Vec<u64> {
         let (page, phys) = (key.rip & !0xfff, key.phys & !0xfff);
@@ -1323,10 +1324,10 @@ impl Jit {
                     self.stats.call_loops += call_loop as u64;
                 }
                 e.tier = Tier::Pending(c.id);
-                // A region runs on past its first block before it checks the budget again.
-                if let Some(n) = c.entry_len {
-                    e.len = n.min(u32::MAX as u64) as u32;
-                }
+                // What an entry must find in the budget: a region or a baseline trace runs
+                // on past its first block before it checks again (`Compiled::entry_len`).
+                let len = c.entry_len.unwrap_or(e.block.insns.len() as u64);
+                e.len = len.min(u32::MAX as u64) as u32;
                 if recursive {
                     self.stats.recursive += 1;
                     for b in &region {
