@@ -280,8 +280,9 @@ fn faults_become_signals_with_a_message() {
     );
 }
 
-/// Changed mappings lose their cached translations (the user-mode memory calls drop only
-/// the TLB entries of the pages they change; a growing break drops none).
+/// Changed mappings lose their cached translations (after a system call, the TLB entries
+/// of the populated pages whose PTE it changed go, or the whole TLB for many; a growing
+/// break drops none).
 #[test]
 fn changed_mappings_drop_their_translations() {
     let o = run(&asm_prog("brk_shrink"));
@@ -292,8 +293,8 @@ fn changed_mappings_drop_their_translations() {
         "store after shrinking brk: {}",
         stderr(&o)
     );
-    // MAP_FIXED over a page reads zero, mprotect read-only still reads, munmap of a long
-    // range faults.
+    // MAP_FIXED over a page reads zero, mprotect read-only still reads, munmap of 100
+    // written pages faults.
     let o = run(&asm_prog("remap"));
     assert_eq!(o.stdout, b"0ok\n", "{}", stderr(&o));
     assert_eq!(

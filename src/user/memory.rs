@@ -94,7 +94,14 @@ pub struct AddressSpace {
     /// Start of the brk heap (page aligned) and the current break.
     pub brk_start: u64,
     pub brk: u64,
+    /// Populated pages whose PTE was cleared or rewritten since [`Self::take_stale`]: the
+    /// only pages a TLB may hold a translation of that is no longer right (it caches present
+    /// leaf entries only). `None`: more than [`STALE_PAGES_MAX`] of them.
+    stale: Option<Vec<u64>>,
 }
+
+/// Most stale pages [`AddressSpace`] lists one by one; beyond, the whole TLB goes.
+const STALE_PAGES_MAX: usize = 64;
 
 impl AddressSpace {
     /// An empty address space over `ram`. Physical page 0 is left unused.
@@ -112,6 +119,7 @@ impl AddressSpace {
             pages: BTreeMap::new(),
             brk_start: 0,
             brk: 0,
+            stale: Some(Vec::new()),
         })
     }
 
@@ -162,6 +170,23 @@ impl AddressSpace {
         Ok(())
     }
 
+    /// Note that the present PTE of the populated page `va` changed.
+    fn mark_stale(&mut self, va: u64) {
+        if let Some(list) = &mut self.stale {
+            if list.len() < STALE_PAGES_MAX {
+                list.push(va);
+            } else {
+                self.stale = None;
+            }
+        }
+    }
+
+    /// The pages whose translations went stale since the last call (`None`: too many to
+    /// list, drop every translation), and start a new list.
+    pub fn take_stale(&mut self) -> Option<Vec<u64>> {
+        self.stale.replace(Vec::new())
+    }
+
     /// Give the page at `va` (page aligned, inside a VMA) a frame, if it has none.
     /// Returns the frame.
     pub fn populate(&mut self, ram: &mut GuestRam, va: u64) -> Result<u64, OutOfMemory> {
@@ -189,6 +214,7 @@ impl AddressSpace {
         for (va, frame) in gone {
             // Clearing an existing PTE never allocates.
             let _ = self.set_pte(ram, va, 0);
+            self.mark_stale(va);
             self.pages.remove(&va);
             self.frames.free.push(frame);
         }
@@ -387,6 +413,7 @@ impl AddressSpace {
         for (va, frame) in pages {
             let prot = self.find(va).map(|(_, v)| v.prot).unwrap_or(0);
             let _ = self.set_pte(ram, va, frame | Self::pte_flags(prot));
+            self.mark_stale(va);
         }
     }
 
@@ -455,6 +482,28 @@ mod tests {
         let mut ram = GuestRam::new(16 << 20).unwrap();
         let a = AddressSpace::new(&mut ram).unwrap();
         (ram, a)
+    }
+
+    #[test]
+    fn changed_populated_pages_are_listed_stale() {
+        let (mut ram, mut a) = space();
+        a.map(&mut ram, 0x10000, 0x20000, RW);
+        a.populate(&mut ram, 0x11000).unwrap();
+        a.populate(&mut ram, 0x13000).unwrap();
+        assert_eq!(a.take_stale(), Some(vec![]));
+        // Only populated pages have translations to drop.
+        a.protect(&mut ram, 0x10000, 0x12000, PROT_READ);
+        a.unmap(&mut ram, 0x12000, 0x20000);
+        assert_eq!(a.take_stale(), Some(vec![0x11000, 0x13000]));
+        assert_eq!(a.take_stale(), Some(vec![]));
+        // Beyond the list's length: everything.
+        a.map(&mut ram, 0x100000, 0x200000, RW);
+        for p in 0..=STALE_PAGES_MAX as u64 {
+            a.populate(&mut ram, 0x100000 + p * PAGE_SIZE).unwrap();
+        }
+        a.unmap(&mut ram, 0x100000, 0x200000);
+        assert_eq!(a.take_stale(), None);
+        assert_eq!(a.take_stale(), Some(vec![]));
     }
 
     fn list(a: &AddressSpace) -> Vec<(u64, u64, u32)> {

@@ -67,36 +67,18 @@ pub(super) fn sys_mmap(g: &mut Guest, a: [u64; 6]) -> SysResult {
             None => return err(ENOMEM),
         }
     };
-    // Pages that were not mapped have no translations to drop (the TLB keeps only present
-    // ones); a MAP_FIXED over mapped pages replaces them.
-    let fresh = g.mm.is_free(start, start + len);
     g.mm.map(&mut g.ram, start, start + len, prot);
-    if !fresh {
-        flush_range(g, start, start + len);
-    }
     Ok(start)
 }
 
-/// Most pages whose translations [`flush_range`] drops one by one; a longer range flushes
-/// the whole TLB.
-const FLUSH_PAGES_ONE_BY_ONE: u64 = 64;
-
-/// Drop the TLB's translations of the pages of `[start, end)` after their mapping changed
-/// (as a kernel's INVLPG would): page by page for a short range, else the whole TLB. The
-/// TLB caches only present leaf translations (no paging-structure caches), so pages that
-/// were not mapped before, and every other page, keep theirs: a growing heap (brk) or a new
-/// mapping costs no TLB refills elsewhere.
-pub(super) fn flush_range(g: &mut Guest, start: u64, end: u64) {
-    let start = start & !(PAGE_SIZE - 1);
-    if end <= start {
-        return;
-    }
-    if (end - start).div_ceil(PAGE_SIZE) > FLUSH_PAGES_ONE_BY_ONE {
-        g.cpu.flush_tlb();
-        return;
-    }
-    for page in (start..end).step_by(PAGE_SIZE as usize) {
-        g.cpu.tlb.invalidate_page(page);
+/// Drop the TLB's translations of the pages whose mapping a system call changed
+/// (`AddressSpace::take_stale`: populated pages whose PTE was cleared or rewritten), as a
+/// kernel's INVLPG would; the whole TLB when there were too many to list. Every other page
+/// keeps its translation: a growing heap (brk) or a new mapping costs no TLB refills.
+pub(super) fn drop_stale_translations(g: &mut Guest) {
+    match g.mm.take_stale() {
+        Some(pages) => pages.into_iter().for_each(|p| g.cpu.tlb.invalidate_page(p)),
+        None => g.cpu.flush_tlb(),
     }
 }
 
@@ -121,7 +103,6 @@ pub(super) fn sys_munmap(g: &mut Guest, addr: u64, len: u64) -> SysResult {
         Err(x) => return err(x),
     };
     g.mm.unmap(&mut g.ram, s, e);
-    flush_range(g, s, e);
     Ok(0)
 }
 
@@ -140,7 +121,6 @@ pub(super) fn sys_mprotect(g: &mut Guest, addr: u64, len: u64, prot: u64) -> Sys
     if !g.mm.protect(&mut g.ram, s, e, prot) {
         return err(ENOMEM);
     }
-    flush_range(g, s, e);
     Ok(0)
 }
 
@@ -160,7 +140,6 @@ pub(super) fn sys_madvise(g: &mut Guest, addr: u64, len: u64, advice: u64) -> Sy
     }
     if advice == MADV_DONTNEED {
         g.mm.discard(&mut g.ram, s, e);
-        flush_range(g, s, e);
     }
     Ok(0)
 }

@@ -9,7 +9,6 @@ use super::guest::{Guest, MemFault};
 use super::loader::{GUEST_PID, GUEST_PPID};
 use super::memory::{STACK_SIZE, TASK_SIZE};
 use super::sysnames;
-use lockstep_interp::mem::PAGE_SIZE;
 use lockstep_interp::state::{reg, sreg};
 use rand_chacha::ChaCha20Rng;
 use rand_core::RngCore;
@@ -211,6 +210,8 @@ impl Kernel {
             st.gpr[reg::R9],
         ];
         let r = self.dispatch(g, n, a);
+        // The memory calls changed page tables: their stale translations go, here for all.
+        super::sys_mm::drop_stale_translations(g);
         if self.trace {
             self.trace_line(n, &a, &r);
         }
@@ -260,15 +261,7 @@ impl Kernel {
             MMAP => sys_mmap(g, a),
             MUNMAP => sys_munmap(g, a[0], a[1]),
             MPROTECT => sys_mprotect(g, a[0], a[1], a[2]),
-            BRK => {
-                let old = g.mm.brk;
-                let b = g.mm.set_brk(&mut g.ram, a[0]);
-                // A shrinking break unmaps pages; a growing one only adds unmapped ones.
-                if b < old {
-                    super::sys_mm::flush_range(g, b, old.saturating_add(PAGE_SIZE - 1));
-                }
-                Ok(b)
-            }
+            BRK => Ok(g.mm.set_brk(&mut g.ram, a[0])),
             MADVISE => sys_madvise(g, a[0], a[1], a[2]),
             ARCH_PRCTL => sys_arch_prctl(g, a[0], a[1]),
             SET_TID_ADDRESS => Ok(GUEST_PID),

@@ -565,13 +565,13 @@ impl Emit {
     /// of a loop through the function's start (see [`Emit::loop_top`]) when the incoming
     /// flag record is gone, else a chained exit.
     pub fn exit_const(&mut self, target: u64) -> Result<(), IcedError> {
-        if let Some((rip, top, first_len, mx_at_top)) = self.loop_top {
+        if let Some((rip, top, round_len, mx_at_top)) = self.loop_top {
             // A round starts with RFLAGS whole and no incoming record: the capture is merged
             // (which drops the record when it replaces every status flag).
             let full = self.pending.is_some_and(|c| c.clear == STATUS);
             if rip == target && (!self.record_live || full) && (mx_at_top || !self.mx) {
                 self.flush()?;
-                return self.loop_back(rip, top, first_len);
+                return self.loop_back(rip, top, round_len);
             }
         }
         self.hand_over()?;
@@ -599,13 +599,13 @@ impl Emit {
 
     /// The jump back to the top of a loop through the function's start (flags merged): the
     /// count moves on by the instructions of the round (`len`: the trace's blocks so far),
-    /// and the next round runs when the budget covers the whole trace (`retired + first_len
-    /// <= region_end`, `first_len` being `BaseCode::len`, as an entry checks it), else the
-    /// dispatcher takes over at the start. The host's MXCSR keeps collecting the loop's flags (the exits merge
-    /// them).
-    fn loop_back(&mut self, rip: u64, top: CodeLabel, first_len: u64) -> Result<(), IcedError> {
+    /// and the next round runs when the budget covers the whole trace (`retired + round_len
+    /// <= region_end`, `round_len` being `BaseCode::len`, as an entry checks it), else the
+    /// dispatcher takes over at the start. The host's MXCSR keeps collecting the loop's
+    /// flags (the exits merge them).
+    fn loop_back(&mut self, rip: u64, top: CodeLabel, round_len: u64) -> Result<(), IcedError> {
         self.count()?;
-        self.a.add(r9, first_len as i32)?;
+        self.a.add(r9, round_len as i32)?;
         self.a.cmp(r9, qword_ptr(rsi + Frame::OFF_REGION_END))?;
         // (The count is already moved on: the next round starts from nothing.)
         let out = self.leave_at(ret::DISPATCH, rip, 0)?;
