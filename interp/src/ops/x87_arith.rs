@@ -102,7 +102,9 @@ fn compute(op: Op, a: F80, b: F80, env: &Env) -> (F80, u16) {
 }
 
 /// The result and status flags of `form` with the memory source `mem` (its value and DE flag)
-/// already read; the state is not changed.
+/// already read; the state is not changed. Always inlined: the JIT's x87 helper calls it
+/// for every arithmetic instruction.
+#[inline(always)]
 pub fn binary_compute(f: &X87State, form: BinaryForm, mem: Option<(F80, u16)>) -> (F80, u16) {
     let e = env(f);
     let (s, conv_de) = match (form.src, mem) {

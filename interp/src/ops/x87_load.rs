@@ -64,6 +64,7 @@ pub fn load_commit(f: &mut X87State, v: F80, flags: u16) -> bool {
 }
 
 /// The loaded value and its flags of FLD/FILD from memory bits (`hi`: bits 79:64 of an m80).
+#[inline(always)]
 pub fn load_mem_value(size: MemorySize, lo: u64, hi: u16) -> (F80, u16) {
     match size {
         MemorySize::Float32 => convert::load_widened(convert::from_f32(lo as u32)),

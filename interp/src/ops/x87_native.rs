@@ -496,7 +496,10 @@ pub fn diff(h: &Out, i: &Out) -> String {
             let b = F80::from_bytes(&i.image[o..o + 10]);
             s += &format!(
                 " st{k} host={:04x}:{:016x} interp={:04x}:{:016x}",
-                a.se, a.sig, b.se, b.sig
+                { a.se },
+                { a.sig },
+                { b.se },
+                { b.sig }
             );
         }
     }
@@ -544,11 +547,11 @@ pub fn run_forms(forms: &[Form], n: usize, seed: u64) -> usize {
                         "{}: fcw={fcw:04x} fsw={fsw:04x} ftw={:02x} st0={:04x}:{:016x}{} st1={:04x}:{:016x}{} mem={:02x?}:{}",
                         f.name,
                         c.image[4],
-                        st0.se,
-                        st0.sig,
+                        { st0.se },
+                        { st0.sig },
                         if c.image[4] & (1 << top) == 0 { "(e)" } else { "" },
-                        st1.se,
-                        st1.sig,
+                        { st1.se },
+                        { st1.sig },
                         if c.image[4] & (1 << ((top + 1) & 7)) == 0 { "(e)" } else { "" },
                         &c.mem[DISP as usize..DISP as usize + 10],
                         diff(&h, &i)
@@ -733,10 +736,10 @@ pub fn ulp_run(form: &Form, n: usize, seed: u64, fcw_all_masked: bool) -> UlpSta
                     "{}: fcw={:04x} st0={:04x}:{:016x} st1={:04x}:{:016x}:{}",
                     form.name,
                     u16::from_le_bytes([c.image[0], c.image[1]]),
-                    st0.se,
-                    st0.sig,
-                    st1.se,
-                    st1.sig,
+                    { st0.se },
+                    { st0.sig },
+                    { st1.se },
+                    { st1.sig },
                     diff(&h, &it)
                 );
             }

@@ -151,7 +151,7 @@ fn compare(
             if bad <= 12 {
                 eprintln!(
                     "{name} cw={cw:04x} a={:04x}:{:016x} b={:04x}:{:016x}: host {:04x}:{:016x} sw={:04x}, model {:04x}:{:016x} sw={:04x}",
-                    a.se, a.sig, b.se, b.sig, h.0.se, h.0.sig, h.1, m.0.se, m.0.sig, m.1
+                    { a.se }, { a.sig }, { b.se }, { b.sig }, { h.0.se }, { h.0.sig }, h.1, { m.0.se }, { m.0.sig }, m.1
                 );
             }
         }
