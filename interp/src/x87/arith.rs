@@ -3,6 +3,7 @@
 //! square root with precision and rounding control.
 
 use super::float::{round_ext, shr_jam, sw, Class, Env, F80};
+use crate::ops::muldiv::div_128_by_64;
 
 /// The result of an operation: the value and the status-word bits it raises (exception flags
 /// and C1 round-up). Whether the value is delivered depends on the masks (the caller decides).
@@ -262,37 +263,6 @@ pub fn div_sig(a: u64, b: u64) -> (u128, bool) {
     )
 }
 
-/// `hi:lo / d` and the remainder, for a quotient that fits in 64 bits (`hi < d`, so `d` is
-/// not zero). On x86-64 one DIV instruction; Rust's `u128 / u128` is a call into the
-/// compiler's 128-bit division routine (it cannot know that the quotient fits), which was
-/// ~5% of an x87 division-heavy run.
-#[inline]
-pub fn div_128_by_64(hi: u64, lo: u64, d: u64) -> (u64, u64) {
-    assert!(hi < d, "quotient exceeds 64 bits");
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (q, r): (u64, u64);
-        // SAFETY: DIV divides RDX:RAX by `d`; `hi < d` (asserted above) rules out both of its
-        // faults (#DE for a zero divisor or a quotient over 64 bits). It reads and writes
-        // only RAX, RDX and the flags: no memory, no stack.
-        unsafe {
-            core::arch::asm!(
-                "div {d}",
-                d = in(reg) d,
-                inout("rax") lo => q,
-                inout("rdx") hi => r,
-                options(pure, nomem, nostack),
-            );
-        }
-        (q, r)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let n = ((hi as u128) << 64) | lo as u128;
-        ((n / d as u128) as u64, (n % d as u128) as u64)
-    }
-}
-
 /// Integer square root of a u128 and the remainder.
 pub fn isqrt128(n: u128) -> (u64, u128) {
     if n == 0 {
@@ -341,31 +311,4 @@ pub fn sqrt(a: F80, env: &Env) -> Res {
     let s = ((r as u128) << 64) | ((round_bit as u128) << 63) | (rem != 0) as u128;
     let e = (u.exp - 63 - k) / 2 + 63;
     with_de(round_ext(false, e, s, env, true), de, env)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::div_128_by_64;
-    use crate::ops::native::XorShift;
-
-    /// The DIV path against Rust's 128-bit division, over random dividends whose quotient
-    /// fits in 64 bits (edge cases first: the largest high half, a divisor of one).
-    #[test]
-    fn div_128_by_64_matches_u128_division() {
-        let mut r = XorShift::new(0x05ee_dd1f);
-        let mut cases = vec![
-            (0, 0, 1),
-            (0, u64::MAX, 1),
-            (u64::MAX - 1, u64::MAX, u64::MAX),
-        ];
-        for _ in 0..100_000 {
-            let d = r.next() >> (r.next() % 64) | 1;
-            cases.push((r.next() % d, r.next(), d));
-        }
-        for (hi, lo, d) in cases {
-            let n = ((hi as u128) << 64) | lo as u128;
-            let want = ((n / d as u128) as u64, (n % d as u128) as u64);
-            assert_eq!(div_128_by_64(hi, lo, d), want, "{hi:#x}:{lo:#x} / {d:#x}");
-        }
-    }
 }

@@ -360,7 +360,7 @@ pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16)
         kept + up as u64
     };
     let e = exp + carry as i32;
-    let flags = sw::PE * inexact as u16 | sw::C1 * up as u16;
+    let flags = (sw::PE * inexact as u16) | (sw::C1 * up as u16);
     let normal = Rounded {
         sign,
         exp: e,

@@ -89,23 +89,10 @@ pub(super) fn handler_exit_if(l: &mut Lower, cond: Value, d: &DecodedInsn) {
 }
 
 /// `(hi:lo) / d` for `hi < d` (the quotient fits in 64 bits): the quotient. Pure (the
-/// host's `div` instruction, exact for these operands).
+/// interpreter's `div_128_by_64`: the host's DIV, exact for these operands).
 extern "C" fn udiv128(hi: u64, lo: u64, d: u64) -> u64 {
-    #[cfg(target_arch = "x86_64")]
     if hi < d {
-        let q: u64;
-        // SAFETY: `div` of rdx:rax by a 64-bit register faults only for a zero divisor or a
-        // quotient that does not fit, and `hi < d` excludes both; it touches only rax/rdx.
-        unsafe {
-            core::arch::asm!(
-                "div {d}",
-                d = in(reg) d,
-                inout("rax") lo => q,
-                inout("rdx") hi => _,
-                options(pure, nomem, nostack),
-            );
-        }
-        return q;
+        return lockstep_interp::ops::muldiv::div_128_by_64(hi, lo, d).0;
     }
     let n = ((hi as u128) << 64) | lo as u128;
     // (`d` > `hi` >= 0 on the only path that calls this; `max(1)` keeps it total.)
