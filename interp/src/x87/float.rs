@@ -511,3 +511,125 @@ pub fn round_ext(sign: bool, exp: i32, sig: u128, env: &Env, pc: bool) -> (F80, 
     let r = round(sign, exp, sig, fmt, env.rc, env.masks);
     (r.to_f80(), r.flags)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rounding decisions that do not depend on a host: ties to even both ways, a guard bit
+    /// with a sticky bit, the carry out of the kept bits (exponent up), the directed modes by
+    /// sign, truncation, PE and C1, at 64 and 53 bits. (The comparisons with the host's x87,
+    /// `native_tests`, run on Intel hosts only.)
+    #[test]
+    fn round_to_nearest_even_directed_and_carry() {
+        const ONE: u128 = 1 << 127;
+        // (sign, significand, format, mode) → (significand bits 63.., exponent, flags)
+        let ulp64 = 1u128 << 64; // one unit in the last place at 64 bits
+        let ulp53 = 1u128 << 75;
+        let cases: [(bool, u128, Format, u8, u64, i32, u16); 14] = [
+            (false, ONE, EXT, rc::NEAREST, 1 << 63, 0, 0),
+            // Exactly half an ulp above 1: to even (down), inexact.
+            (false, ONE | ulp64 / 2, EXT, rc::NEAREST, 1 << 63, 0, sw::PE),
+            // Half an ulp above 1 + ulp (odd): to even (up), C1.
+            (
+                false,
+                ONE | ulp64 | ulp64 / 2,
+                EXT,
+                rc::NEAREST,
+                (1 << 63) + 2,
+                0,
+                sw::PE | sw::C1,
+            ),
+            // A guard bit and a sticky bit: up.
+            (
+                false,
+                ONE | ulp64 / 2 | 1,
+                EXT,
+                rc::NEAREST,
+                (1 << 63) + 1,
+                0,
+                sw::PE | sw::C1,
+            ),
+            // Below half: down.
+            (
+                false,
+                ONE | (ulp64 / 2 - 1),
+                EXT,
+                rc::NEAREST,
+                1 << 63,
+                0,
+                sw::PE,
+            ),
+            // All ones: the increment carries out, the exponent goes up.
+            (
+                false,
+                u128::MAX,
+                EXT,
+                rc::NEAREST,
+                1 << 63,
+                1,
+                sw::PE | sw::C1,
+            ),
+            // Directed: toward -inf raises a negative magnitude, not a positive one.
+            (
+                true,
+                ONE | 1,
+                EXT,
+                rc::DOWN,
+                (1 << 63) + 1,
+                0,
+                sw::PE | sw::C1,
+            ),
+            (false, ONE | 1, EXT, rc::DOWN, 1 << 63, 0, sw::PE),
+            (
+                false,
+                ONE | 1,
+                EXT,
+                rc::UP,
+                (1 << 63) + 1,
+                0,
+                sw::PE | sw::C1,
+            ),
+            (true, ONE | 1, EXT, rc::UP, 1 << 63, 0, sw::PE),
+            (false, u128::MAX, EXT, rc::ZERO, u64::MAX, 0, sw::PE),
+            // 53 bits: half an ulp to even (down), and with the kept LSB odd (up).
+            (
+                false,
+                ONE | ulp53 / 2,
+                DOUBLE,
+                rc::NEAREST,
+                1 << 63,
+                0,
+                sw::PE,
+            ),
+            (
+                false,
+                ONE | ulp53 | ulp53 / 2,
+                DOUBLE,
+                rc::NEAREST,
+                (1 << 63) + (2 << 11),
+                0,
+                sw::PE | sw::C1,
+            ),
+            // Exact at 53 bits: no flag.
+            (
+                false,
+                ONE | ulp53,
+                DOUBLE,
+                rc::NEAREST,
+                (1 << 63) + (1 << 11),
+                0,
+                0,
+            ),
+        ];
+        for (i, &(sign, sig, fmt, mode, want_sig, want_exp, want_flags)) in cases.iter().enumerate()
+        {
+            let r = round(sign, 0, sig, fmt, mode, 0x3f);
+            assert_eq!(
+                (r.sig, r.exp, r.flags, r.sign, r.inf),
+                (want_sig, want_exp, want_flags, sign, false),
+                "case {i}"
+            );
+        }
+    }
+}
