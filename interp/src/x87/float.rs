@@ -526,14 +526,15 @@ mod tests {
         // (sign, significand, format, mode) → (significand bits 63.., exponent, flags)
         let ulp64 = 1u128 << 64; // one unit in the last place at 64 bits
         let ulp53 = 1u128 << 75;
+        let (half64, half53) = (ulp64 / 2, ulp53 / 2);
         let cases: [(bool, u128, Format, u8, u64, i32, u16); 14] = [
             (false, ONE, EXT, rc::NEAREST, 1 << 63, 0, 0),
             // Exactly half an ulp above 1: to even (down), inexact.
-            (false, ONE | ulp64 / 2, EXT, rc::NEAREST, 1 << 63, 0, sw::PE),
+            (false, ONE | half64, EXT, rc::NEAREST, 1 << 63, 0, sw::PE),
             // Half an ulp above 1 + ulp (odd): to even (up), C1.
             (
                 false,
-                ONE | ulp64 | ulp64 / 2,
+                ONE | ulp64 | half64,
                 EXT,
                 rc::NEAREST,
                 (1 << 63) + 2,
@@ -543,7 +544,7 @@ mod tests {
             // A guard bit and a sticky bit: up.
             (
                 false,
-                ONE | ulp64 / 2 | 1,
+                ONE | half64 | 1,
                 EXT,
                 rc::NEAREST,
                 (1 << 63) + 1,
@@ -553,7 +554,7 @@ mod tests {
             // Below half: down.
             (
                 false,
-                ONE | (ulp64 / 2 - 1),
+                ONE | (half64 - 1),
                 EXT,
                 rc::NEAREST,
                 1 << 63,
@@ -593,18 +594,10 @@ mod tests {
             (true, ONE | 1, EXT, rc::UP, 1 << 63, 0, sw::PE),
             (false, u128::MAX, EXT, rc::ZERO, u64::MAX, 0, sw::PE),
             // 53 bits: half an ulp to even (down), and with the kept LSB odd (up).
+            (false, ONE | half53, DOUBLE, rc::NEAREST, 1 << 63, 0, sw::PE),
             (
                 false,
-                ONE | ulp53 / 2,
-                DOUBLE,
-                rc::NEAREST,
-                1 << 63,
-                0,
-                sw::PE,
-            ),
-            (
-                false,
-                ONE | ulp53 | ulp53 / 2,
+                ONE | ulp53 | half53,
                 DOUBLE,
                 rc::NEAREST,
                 (1 << 63) + (2 << 11),
