@@ -86,12 +86,24 @@ pub const SIZES: [u8; 4] = [1, 2, 4, 8];
 /// Is the host an Intel CPU? The "undefined" flag rules are this Intel host's; elsewhere the
 /// native comparisons are skipped (a different machine must not turn the tests red by itself).
 pub fn host_is_intel() -> bool {
+    &host_vendor() == b"GenuineIntel"
+}
+
+/// Is the host an AMD CPU? Its x87 arithmetic (FADD…FDIV, FSQRT, every control word and
+/// operand class the comparisons draw) matched Intel's model on an AMD EPYC host (session 39),
+/// so `x87::native_tests` run there too.
+pub fn host_is_amd() -> bool {
+    &host_vendor() == b"AuthenticAMD"
+}
+
+/// CPUID leaf 0's vendor string.
+fn host_vendor() -> [u8; 12] {
     let r = core::arch::x86_64::__cpuid(0);
     let mut v = [0u8; 12];
     v[..4].copy_from_slice(&r.ebx.to_le_bytes());
     v[4..8].copy_from_slice(&r.edx.to_le_bytes());
     v[8..].copy_from_slice(&r.ecx.to_le_bytes());
-    &v == b"GenuineIntel"
+    v
 }
 
 /// `OSZAPC` rendering of the status flags, `.` for clear.

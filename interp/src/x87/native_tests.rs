@@ -3,7 +3,7 @@
 
 use super::arith;
 use super::float::{sw, Env, F80};
-use crate::ops::native::{host_is_intel, XorShift};
+use crate::ops::native::{host_is_amd, host_is_intel, XorShift};
 use core::arch::asm;
 
 /// Random 80-bit operand biased to specials and edge exponents.
@@ -134,7 +134,7 @@ fn compare(
     native: fn(F80, F80, u16) -> (F80, u16),
     model: fn(F80, F80, &Env) -> (F80, u16),
 ) {
-    if !host_is_intel() {
+    if !(host_is_intel() || host_is_amd()) {
         return;
     }
     let mut r = XorShift::new(seed);
