@@ -1149,8 +1149,9 @@ impl Jit {
 
     /// Where an indirect JMP in the code page of `key` may go, for a region: the blocks of
     /// that page (same physical page, same linear page) in the cache that have run, most
-    /// often run first (then by address, so the order is deterministic). The region keeps those that pass its
-    /// usual tests; the jump compares its target with each of them at run time.
+    /// often run first (then by address, so the order is deterministic). The region keeps
+    /// those that pass its usual tests; the jump compares its target with each of them at
+    /// run time.
     fn jump_candidates(&self, key: &BlockKey) -> Vec<u64> {
         let (page, phys) = (key.rip & !0xfff, key.phys & !0xfff);
         let mut found: Vec<(u32, u64)> = self

@@ -97,7 +97,7 @@ pub fn host_is_amd() -> bool {
 }
 
 /// CPUID leaf 0's vendor string.
-fn host_vendor() -> [u8; 12] {
+pub fn host_vendor() -> [u8; 12] {
     let r = core::arch::x86_64::__cpuid(0);
     let mut v = [0u8; 12];
     v[..4].copy_from_slice(&r.ebx.to_le_bytes());

@@ -157,11 +157,8 @@ fn policy_host() -> bool {
     // SAFETY: CPUID is available on every x86-64 CPU and has no side effects (the intrinsic
     // is safe on newer compilers, unsafe on older ones).
     #[allow(unused_unsafe)]
-    let (l0, l1) = unsafe { (__cpuid(0), __cpuid(1)) };
-    let mut vendor = [0u8; 12];
-    vendor[..4].copy_from_slice(&l0.ebx.to_le_bytes());
-    vendor[4..8].copy_from_slice(&l0.edx.to_le_bytes());
-    vendor[8..].copy_from_slice(&l0.ecx.to_le_bytes());
+    let l1 = unsafe { __cpuid(1) };
+    let vendor = super::native::host_vendor();
     let family = (l1.eax >> 8) & 0xf;
     let model = ((l1.eax >> 4) & 0xf) | ((l1.eax >> 12) & 0xf0);
     &vendor == b"GenuineIntel" && family == 6 && model == 0xa7

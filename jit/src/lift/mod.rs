@@ -569,6 +569,8 @@ pub fn lower_region(
     } else {
         Vec::new()
     };
+    // The member the function's entry runs first: the peeled copy of the first block, if any.
+    let first = if peel { members_in_region } else { 0 };
     // Which jumps between members check the budget, and what an entry must cover.
     let budget = region.then(|| {
         let member_of = |rip: u64| {
@@ -585,13 +587,9 @@ pub fn lower_region(
             .collect();
         let len: Vec<u64> = members.iter().map(|m| m.len).collect();
         let multi: Vec<bool> = order.iter().map(|b| retires_many(b)).collect();
-        let first = if peel { members_in_region } else { 0 };
         crate::region::budget_checks(&succ, &len, &multi, &[first])
     });
-    let entry_len = budget.as_ref().map(|c| {
-        let first = if peel { members_in_region } else { 0 };
-        c.span[first]
-    });
+    let entry_len = budget.as_ref().map(|c| c.span[first]);
     let member_entry_lens: Vec<u64> = match &budget {
         Some(c) => member_entries.iter().map(|&i| c.span[i]).collect(),
         None => Vec::new(),
@@ -668,7 +666,6 @@ pub fn lower_region(
         // with the flag record a chained jump handed over (`enter_member`).
         let z = l.iconst(0);
         l.region_zero = Some(z);
-        let first = if peel { members_in_region } else { 0 };
         if !member_entries.is_empty() {
             let main = l.b.create_block();
             let other = l.b.create_block();
