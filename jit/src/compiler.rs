@@ -109,11 +109,15 @@ pub struct BaseRequest<'a> {
     pub promote_short: bool,
 }
 
+/// A module whose code goes to [`crate::code_memory::CodeMemory`] (functions packed across
+/// finalised batches; `LOCKSTEP_JIT_SYSTEM_MEMORY=1`: cranelift-jit's own provider, to
+/// compare).
 fn make_module(opt_level: &str) -> JITModule {
-    JITModule::new(JITBuilder::with_isa(
-        make_isa(opt_level),
-        default_libcall_names(),
-    ))
+    let mut builder = JITBuilder::with_isa(make_isa(opt_level), default_libcall_names());
+    if std::env::var_os("LOCKSTEP_JIT_SYSTEM_MEMORY").is_none() {
+        builder.memory_provider(Box::new(crate::code_memory::CodeMemory::new()));
+    }
+    JITModule::new(builder)
 }
 
 /// Host-side diagnostics: append `text` and a newline to the file at `path` (created if

@@ -9,6 +9,7 @@
 
 pub mod base;
 pub mod chain;
+pub mod code_memory;
 pub mod compiler;
 pub mod engine;
 pub mod frame;
