@@ -79,6 +79,13 @@ pub struct JitConfig {
     /// `fp_loops_base`): every round that calls would leave a Cranelift region and enter it
     /// again on return, through the region's prologue and epilogue.
     pub call_loops_base: bool,
+    /// Any other loop with an entry block the baseline tier covers goes there first (its
+    /// entry block and trace), its rounds and entries counted down from `promote`; the
+    /// Cranelift loop region (the one the search found at the threshold) comes with the
+    /// promotion. A loop that runs only some thousand rounds does not pay for a region
+    /// (~1–4 ms of Cranelift each); measured in docs/jit.md ("Loops to the baseline tier
+    /// first", session 40).
+    pub loops_base_first: bool,
     /// A block in a function that calls itself (`region::self_recursive`) is compiled with
     /// every block of its page around it that has run (see `Jit::region_of`): the recursive
     /// calls and their returns stay jumps inside one Cranelift function instead of leaving
@@ -131,6 +138,7 @@ impl Default for JitConfig {
             base_trace: 4,
             fp_loops_base: true,
             call_loops_base: true,
+            loops_base_first: true,
             recursive_regions: true,
             count_chains: true,
             // Measured (docs/jit.md, "Baseline tier", session 36).
@@ -495,6 +503,15 @@ pub struct Jit {
     /// Blocks compiled into a recursive region since the last flush
     /// (`JitConfig::recursive_regions`): one reaching the threshold later is compiled alone.
     recursive_members: FixedMap<BlockKey, ()>,
+    /// The loop regions found at the threshold for loops that went to the baseline tier
+    /// first (`JitConfig::loops_base_first`), by entry: their promotion compiles that region
+    /// (its blocks as the cache then holds them), not one searched again, which would take
+    /// every block that has run since (nbody: 2,776 IR instructions instead of 165).
+    base_first_regions: FixedMap<BlockKey, Vec<BlockKey>>,
+    /// The other members of those regions, each with its region's entry: a member reaching
+    /// the threshold while the entry still runs its baseline code promotes the entry (the
+    /// loop is entered at its head, not mid-body where that member starts).
+    base_first_members: FixedMap<BlockKey, BlockKey>,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -587,6 +604,9 @@ impl Jit {
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_CALL_LOOP_BASE") {
             config.call_loops_base = v == "1";
         }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_LOOPS_BASE_FIRST") {
+            config.loops_base_first = v == "1";
+        }
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_RECURSIVE") {
             config.recursive_regions = v == "1";
         }
@@ -613,6 +633,8 @@ impl Jit {
             page_compiles: FixedMap::default(),
             made_rips: FixedMap::default(),
             recursive_members: FixedMap::default(),
+            base_first_regions: FixedMap::default(),
+            base_first_members: FixedMap::default(),
             compiler,
             chain,
             single_block: false,
@@ -631,6 +653,8 @@ impl Jit {
         self.page_compiles.clear();
         self.made_rips.clear();
         self.recursive_members.clear();
+        self.base_first_regions.clear();
+        self.base_first_members.clear();
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
         self.chain.clear();
@@ -990,6 +1014,24 @@ impl Jit {
         (self.region_shape(out), false)
     }
 
+    /// The region kept for `key` when it went to the baseline tier first (see
+    /// `Jit::base_first_regions`), with each block as the cache holds it now: `None` when
+    /// none was kept, or the entry or any member is gone or no longer valid (a fresh search
+    /// then). Taken out of the map.
+    fn base_first_region(&mut self, key: &BlockKey, ram: &GuestRam) -> Option<Vec<Arc<Block>>> {
+        let keys = self.base_first_regions.remove(key)?;
+        if keys.first() != Some(key) {
+            return None;
+        }
+        keys.iter()
+            .map(|k| {
+                self.entry(k)
+                    .filter(|e| e.valid(ram))
+                    .map(|e| e.block.clone())
+            })
+            .collect()
+    }
+
     /// The entry's block and the blocks of its page its branches, calls and fall-throughs
     /// reach, breadth first ([`Jit::neighbour`] with `min_count`; a switch jump's candidates
     /// with 1), at most `max_blocks` blocks ([`SWITCH_REGION_BLOCKS`] once a switch jump is
@@ -1242,7 +1284,22 @@ impl Jit {
         {
             return Compile::PageFull;
         }
-        let (mut region, mut recursive) = self.region_of(key, ram);
+        if allow_base {
+            if let Some(head) = self.base_first_members.get(key).copied() {
+                if let Some(out) = self.promote_head(key, &head, ram) {
+                    return out;
+                }
+            }
+        }
+        let kept = if allow_base {
+            None
+        } else {
+            self.base_first_region(key, ram)
+        };
+        let (mut region, mut recursive) = match kept {
+            Some(r) => (r, false),
+            None => self.region_of(key, ram),
+        };
         let mut looped =
             recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
         if early {
@@ -1280,6 +1337,26 @@ impl Jit {
             && self.config.call_loops_base
             && !crate::region::return_sites(region.iter().map(|b| &**b)).is_empty();
         let base_loop = fp_loop || call_loop;
+        let loop_first = may_base
+            && !recursive
+            && !base_loop
+            && self.config.loops_base_first
+            && self.config.promote > 0;
+        if loop_first {
+            let keys: Vec<BlockKey> = region.iter().map(|b| b.key()).collect();
+            for k in keys.iter().skip(1) {
+                self.base_first_members.insert(*k, *key);
+                // As for a region's members (see below): three quarters of the threshold
+                // more from the dispatcher before one of them promotes the loop.
+                if let Some(me) = self.entry_mut(k) {
+                    if matches!(me.tier, Tier::Cold) {
+                        me.count = me.count.min(threshold / 4);
+                    }
+                }
+            }
+            self.base_first_regions.insert(*key, keys);
+        }
+        let recursion_first = recursion_first || loop_first;
         if base_loop || recursion_first {
             region.truncate(1);
             looped = false;
@@ -1387,6 +1464,43 @@ impl Jit {
         };
         self.maybe_finalize(key);
         outcome
+    }
+
+    /// The member `key` of a loop that went to the baseline tier first (whose head is
+    /// `head`) reached the threshold: promote the head's kept region now (`key` becomes one
+    /// of its member entries when it may be one) rather than compile a loop entered at
+    /// `key`. `None`: the head's region is gone (promoted already, or the head left the
+    /// cache), and `key` is compiled as any other block.
+    fn promote_head(&mut self, key: &BlockKey, head: &BlockKey, ram: &GuestRam) -> Option<Compile> {
+        if !self.base_first_regions.contains_key(head) {
+            self.base_first_members.remove(key);
+            return None;
+        }
+        let (pending, ready) = match self.entry(head).map(|e| &e.tier) {
+            Some(Tier::Pending(_)) => (true, false),
+            Some(Tier::Ready(_)) => (false, true),
+            _ => (false, false),
+        };
+        if pending {
+            // Its baseline function is not callable yet: wait for the batch.
+            return Some(Compile::NotYet);
+        }
+        self.base_first_members.remove(key);
+        if !ready {
+            // The head was compiled another way or left the cache.
+            self.base_first_regions.remove(head);
+            return None;
+        }
+        if let Compile::Done = self.compile_entry(head, ram, false, false, false) {
+            self.stats.promoted += 1;
+            // At once, as `tier_up` does: the head's baseline code runs chained.
+            if !self.pending.is_empty() {
+                self.finalize_batch();
+            }
+        }
+        // `key` runs the new function if it became one of its member entries; otherwise
+        // its count was lowered with the region's other members and it waits.
+        Some(Compile::NotYet)
     }
 
     /// A baseline function at `ctx`'s RIP ran out of its run counter ([`ret::PROMOTE`]): its

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, eager_config, region_config};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
@@ -30,7 +30,7 @@ fn sum_loop() -> Vec<u8> {
 #[test]
 fn loop_matches_interpreter() {
     let code = sum_loop();
-    let (m, jit, _) = compare(&code, &[100_000], eager_config(), &|_| {});
+    let (m, jit, _) = compare(&code, &[100_000], region_config(), &|_| {});
     assert_eq!(m.gpr(reg::RAX), 500_500);
     // The loop is one block that branches to itself: a region, whose iterations are jumps
     // inside the compiled function.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, region_config};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit::{TestMachine, TEST_RAM};
@@ -34,7 +34,7 @@ fn sieve_loop() -> Vec<u8> {
 
 #[test]
 fn a_fault_before_the_flags_are_overwritten_sees_the_replayed_compare() {
-    let (m, jit, exit) = compare(&sieve_loop(), &[1 << 20], eager_config(), &|_| {});
+    let (m, jit, exit) = compare(&sieve_loop(), &[1 << 20], region_config(), &|_| {});
     assert!(matches!(exit.reason, ExitReason::Exception(_)), "{exit:?}");
     assert_eq!(m.gpr(reg::RAX), 201);
     // CMP RBP, RAX with RBP far above: no carry, not zero, positive.
@@ -46,7 +46,7 @@ fn a_fault_before_the_flags_are_overwritten_sees_the_replayed_compare() {
 #[test]
 fn budget_stops_in_the_replaying_loop_match_the_interpreter() {
     let slices: Vec<u64> = (0..300).map(|i| 1 + (i * 7919) % 13).collect();
-    compare(&sieve_loop(), &slices, eager_config(), &|_| {});
+    compare(&sieve_loop(), &slices, region_config(), &|_| {});
 }
 
 /// A loop whose first instruction reads the carry of the CMP at the end of the previous
@@ -69,7 +69,7 @@ fn a_block_that_reads_the_flags_first_gets_the_replayed_carry() {
         a.cmp(r9, 100)?;
         a.hlt()
     });
-    let (m, jit, _) = compare(&code, &[1 << 20], eager_config(), &|_| {});
+    let (m, jit, _) = compare(&code, &[1 << 20], region_config(), &|_| {});
     // `cmp ebx, ecx` with EBX < ECX sets CF on each of the 499 back edges.
     assert_eq!(m.gpr(reg::R8), 499);
     assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
@@ -116,8 +116,8 @@ fn sources_that_do_not_qualify_still_hand_over_their_flags() {
     for clobber in [false, true] {
         let code = two_sources(clobber);
         let slices: Vec<u64> = (0..400).map(|i| 1 + (i * 7919) % 29).collect();
-        compare(&code, &slices, eager_config(), &|_| {});
-        let (m, jit, _) = compare(&code, &[1 << 20], eager_config(), &|_| {});
+        compare(&code, &slices, region_config(), &|_| {});
+        let (m, jit, _) = compare(&code, &[1 << 20], region_config(), &|_| {});
         assert!(m.gpr(reg::R8) > 0, "clobber {clobber}");
         assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
     }
@@ -154,7 +154,7 @@ fn alu_tail_loop(add: bool) -> Vec<u8> {
 fn alu_tails_are_replayed_from_the_result() {
     for add in [false, true] {
         let code = alu_tail_loop(add);
-        let (m, jit, exit) = compare(&code, &[1 << 20], eager_config(), &|_| {});
+        let (m, jit, exit) = compare(&code, &[1 << 20], region_config(), &|_| {});
         assert!(matches!(exit.reason, ExitReason::Exception(_)), "{exit:?}");
         // The 121st store (RDI = 600) faults.
         assert_eq!(m.gpr(reg::RDI), 600, "add {add}");
@@ -162,6 +162,6 @@ fn alu_tails_are_replayed_from_the_result() {
         assert_eq!(m.gpr(reg::R8) > 0, add, "add {add}");
         assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
         let slices: Vec<u64> = (0..300).map(|i| 1 + (i * 7919) % 17).collect();
-        compare(&code, &slices, eager_config(), &|_| {});
+        compare(&code, &slices, region_config(), &|_| {});
     }
 }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, region_config};
 use iced_x86::code_asm::*;
 use iced_x86::IcedError;
 use lockstep_interp::state::reg;
@@ -71,7 +71,7 @@ fn until_exception(
 
 #[test]
 fn a_fault_in_a_later_block_stores_what_earlier_blocks_wrote() {
-    let (m, jit) = until_exception(&program(700), eager_config(), &|_| {});
+    let (m, jit) = until_exception(&program(700), region_config(), &|_| {});
     assert_eq!(m.gpr(reg::RBX), 700);
     assert_eq!(m.gpr(reg::R9), 2100);
     assert_eq!(m.gpr(reg::R8), 3 * 700 * 701 / 2);
@@ -88,14 +88,14 @@ fn a_fault_in_a_later_block_stores_what_earlier_blocks_wrote() {
 fn budget_stops_inside_the_loop_store_the_carried_registers() {
     let code = program(700);
     let slices: Vec<u64> = (0..600).map(|i| 1 + (i * 7919) % 37).collect();
-    let (_, jit, _) = compare(&code, &slices, eager_config(), &|_| {});
+    let (_, jit, _) = compare(&code, &slices, region_config(), &|_| {});
     assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
 }
 
 #[test]
 fn the_loop_exit_stores_the_carried_registers() {
     // (The test machine runs at CPL 3: the HLT raises #GP(0).)
-    let (m, _) = until_exception(&program(u32::MAX >> 1), eager_config(), &|_| {});
+    let (m, _) = until_exception(&program(u32::MAX >> 1), region_config(), &|_| {});
     assert_eq!(m.gpr(reg::RBX), 900);
     assert_eq!(m.gpr(reg::R8), 3 * 900 * 901 / 2);
 }
@@ -124,7 +124,7 @@ fn a_loop_head_that_may_keep_the_flags_gets_them_from_the_edge() {
         a.jnz(head)?;
         a.hlt()
     });
-    let (m, jit, _) = compare(&code, &[1 << 20], eager_config(), &|_| {});
+    let (m, jit, _) = compare(&code, &[1 << 20], region_config(), &|_| {});
     assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
     // Some carries came from IMUL (count 0), some from the shift.
     assert!(
@@ -207,6 +207,7 @@ fn warm_config() -> lockstep_jit::JitConfig {
     lockstep_jit::JitConfig {
         threshold: 40,
         batch: 1,
+        loops_base_first: false,
         ..lockstep_jit::JitConfig::default()
     }
 }

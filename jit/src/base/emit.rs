@@ -605,6 +605,14 @@ impl Emit {
     /// flags (the exits merge them).
     fn loop_back(&mut self, rip: u64, top: CodeLabel, round_len: u64) -> Result<(), IcedError> {
         self.count()?;
+        if let Some(counter) = self.counter {
+            // Rounds count down the run counter too (a loop entered once runs them all
+            // here): at zero, to the dispatcher for the promotion, at the loop's start.
+            self.a.mov(rax, counter)?;
+            self.a.sub(dword_ptr(rax), 1)?;
+            let promote = self.leave_at(ret::PROMOTE, rip, 0)?;
+            self.a.je(promote)?;
+        }
         self.a.add(r9, round_len as i32)?;
         self.a.cmp(r9, qword_ptr(rsi + Frame::OFF_REGION_END))?;
         // (The count is already moved on: the next round starts from nothing.)

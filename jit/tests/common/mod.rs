@@ -20,6 +20,15 @@ pub fn eager_config() -> JitConfig {
     }
 }
 
+/// [`eager_config`] with every loop compiled as a Cranelift region at once (not to the
+/// baseline tier first, `JitConfig::loops_base_first`): for tests of the regions' code.
+pub fn region_config() -> JitConfig {
+    JitConfig {
+        loops_base_first: false,
+        ..eager_config()
+    }
+}
+
 /// [`eager_config`] with the baseline tier on.
 pub fn baseline_config() -> JitConfig {
     JitConfig {
