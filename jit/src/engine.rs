@@ -1020,9 +1020,6 @@ impl Jit {
     /// then). Taken out of the map.
     fn base_first_region(&mut self, key: &BlockKey, ram: &GuestRam) -> Option<Vec<Arc<Block>>> {
         let keys = self.base_first_regions.remove(key)?;
-        if keys.first() != Some(key) {
-            return None;
-        }
         keys.iter()
             .map(|k| {
                 self.entry(k)
@@ -1467,10 +1464,11 @@ impl Jit {
     }
 
     /// The member `key` of a loop that went to the baseline tier first (whose head is
-    /// `head`) reached the threshold: promote the head's kept region now (`key` becomes one
-    /// of its member entries when it may be one) rather than compile a loop entered at
-    /// `key`. `None`: the head's region is gone (promoted already, or the head left the
-    /// cache), and `key` is compiled as any other block.
+    /// `head`) is due for a compile (its early count or the threshold, see `Jit::promote`):
+    /// promote the head's kept region now (`key` becomes one of its member entries when it
+    /// may be one) rather than compile a loop entered at `key`. `None`: the head's region is
+    /// gone (promoted already, or the head left the cache), and `key` is compiled as any
+    /// other block.
     fn promote_head(&mut self, key: &BlockKey, head: &BlockKey, ram: &GuestRam) -> Option<Compile> {
         if !self.base_first_regions.contains_key(head) {
             self.base_first_members.remove(key);
