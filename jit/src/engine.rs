@@ -1268,7 +1268,6 @@ impl Jit {
         mxcsr_default: bool,
         early: bool,
     ) -> Compile {
-        let threshold = self.config.threshold;
         if self.compiler.in_module >= self.config.max_compiled {
             self.flush();
             return Compile::Flushed; // The entry is gone; it is decoded again next time.
@@ -1343,13 +1342,9 @@ impl Jit {
             let keys: Vec<BlockKey> = region.iter().map(|b| b.key()).collect();
             for k in keys.iter().skip(1) {
                 self.base_first_members.insert(*k, *key);
-                // As for a region's members (see below): three quarters of the threshold
-                // more from the dispatcher before one of them promotes the loop.
-                if let Some(me) = self.entry_mut(k) {
-                    if matches!(me.tier, Tier::Cold) {
-                        me.count = me.count.min(threshold / 4);
-                    }
-                }
+                // As a region's members: three quarters of the threshold more from the
+                // dispatcher before one of them promotes the loop.
+                self.cool_member(k);
             }
             self.base_first_regions.insert(*key, keys);
         }
@@ -1425,17 +1420,10 @@ impl Jit {
                 // loop again. (A quarter keeps it warm for regions.)
                 for (m, blk) in region.iter().enumerate().skip(1) {
                     let mk = blk.key();
-                    let Some(&mi) = self.index.get(&mk) else {
+                    let Some(mi) = self.cool_member(&mk) else {
                         continue;
                     };
-                    let me = &mut self.entries[mi as usize];
-                    if !matches!(me.tier, Tier::Cold) {
-                        continue;
-                    }
-                    // (Member entries too: the region search takes switch targets
-                    // most-run first, and counts kept high crowded out other blocks:
-                    // bf's chained jumps 0.1 M → 5.1 M.)
-                    me.count = me.count.min(threshold / 4);
+                    let me = &mut self.entries[mi];
                     let entry = c.member_entries.iter().position(|&x| x == m);
                     if let (Some(k), true) = (entry, Arc::ptr_eq(&me.block, blk)) {
                         me.tier = Tier::Pending(c.id);
@@ -1443,7 +1431,7 @@ impl Jit {
                         self.pending.push(mk);
                         self.stats.member_entries += 1;
                         // It keeps the function's blocks alive as the first does.
-                        self.extras[mi as usize] = Some(Box::new(CompiledExtra {
+                        self.extras[mi] = Some(Box::new(CompiledExtra {
                             _region: region.clone(),
                             ir: extra.ir.clone(),
                             code_len: 0,
@@ -1474,28 +1462,19 @@ impl Jit {
             self.base_first_members.remove(key);
             return None;
         }
-        let (pending, ready) = match self.entry(head).map(|e| &e.tier) {
-            Some(Tier::Pending(_)) => (true, false),
-            Some(Tier::Ready(_)) => (false, true),
-            _ => (false, false),
-        };
-        if pending {
+        match self.entry(head).map(|e| &e.tier) {
             // Its baseline function is not callable yet: wait for the batch.
-            return Some(Compile::NotYet);
-        }
-        self.base_first_members.remove(key);
-        if !ready {
+            Some(Tier::Pending(_)) => return Some(Compile::NotYet),
+            Some(Tier::Ready(_)) => {}
             // The head was compiled another way or left the cache.
-            self.base_first_regions.remove(head);
-            return None;
-        }
-        if let Compile::Done = self.compile_entry(head, ram, false, false, false) {
-            self.stats.promoted += 1;
-            // At once, as `tier_up` does: the head's baseline code runs chained.
-            if !self.pending.is_empty() {
-                self.finalize_batch();
+            _ => {
+                self.base_first_regions.remove(head);
+                self.base_first_members.remove(key);
+                return None;
             }
         }
+        self.base_first_members.remove(key);
+        self.promote_now(head, ram);
         // `key` runs the new function if it became one of its member entries; otherwise
         // its count was lowered with the region's other members and it waits.
         Some(Compile::NotYet)
@@ -1514,14 +1493,36 @@ impl Jit {
         if !matches!(self.entries[i as usize].tier, Tier::Ready(_)) {
             return;
         }
-        if let Compile::Done = self.compile_entry(&key, ctx.ram, false, false, false) {
+        self.promote_now(&key, ctx.ram);
+    }
+
+    /// Compile the baseline function `key` again by Cranelift (its kept region, if it went
+    /// to the baseline tier first) and finalise it at once: the baseline function runs
+    /// chained, so no dispatch would count the wait (`maybe_finalize`) up for it.
+    fn promote_now(&mut self, key: &BlockKey, ram: &GuestRam) {
+        if let Compile::Done = self.compile_entry(key, ram, false, false, false) {
             self.stats.promoted += 1;
-            // At once: the baseline function runs chained, so no dispatch would count the
-            // wait (`maybe_finalize`) up for it.
             if !self.pending.is_empty() {
                 self.finalize_batch();
             }
         }
+    }
+
+    /// A region member's cache entry `k` when it is still interpreted (`Tier::Cold`), with
+    /// its count lowered to a quarter of the threshold (kept warm for region searches): the
+    /// blocks of one loop, all hot at once, do not each compile the whole loop again from
+    /// their own threshold. (Member entries too: the region search takes switch targets
+    /// most-run first, and counts kept high crowded out other blocks: bf's chained jumps
+    /// 0.1 M → 5.1 M.)
+    fn cool_member(&mut self, k: &BlockKey) -> Option<usize> {
+        let threshold = self.config.threshold;
+        let i = *self.index.get(k)? as usize;
+        let e = &mut self.entries[i];
+        if !matches!(e.tier, Tier::Cold) {
+            return None;
+        }
+        e.count = e.count.min(threshold / 4);
+        Some(i)
     }
 
     /// Finalise the waiting batch when it is full or `key` has waited `threshold` runs.
