@@ -678,7 +678,11 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             && ins.op_kind(0) == OpKind::Register
             && ins.op_register(op) == ins.op_register(0);
         let host = if op == 0 { rax } else { rdx };
-        if (op > 0 || reads0) && !again {
+        // A 1- or 2-byte destination is loaded whole even when the instruction does not
+        // read it: the host operation keeps the rest, and the store writes all 8 bytes
+        // (`Emit::store_reg`).
+        let narrow = op == 0 && writes0 && g.size < 4 && !g.high;
+        if (op > 0 || reads0 || narrow) && !again {
             e.load_reg(host, g.index)?;
         }
         let family = if again { 0 } else { op };
