@@ -86,6 +86,14 @@ pub struct JitConfig {
     /// (~1–4 ms of Cranelift each); measured in docs/jit.md ("Loops to the baseline tier
     /// first", session 40).
     pub loops_base_first: bool,
+    /// A baseline trace or a loop region may take in the function an indirect near CALL of
+    /// it went to while the calling block was interpreted (the same target on
+    /// [`INLINE_CALL_RUNS`] runs in a row), even in another code page: the call then goes on
+    /// into it without leaving when its run-time target is that function and that page
+    /// still holds the same code under the same translation (checked on the way in), and
+    /// its RET comes back to the return site. (glibc's `qsort` calls its comparator so on
+    /// every comparison; its loops stay `call_loops_base` loops, whose traces take it in.)
+    pub inline_calls: bool,
     /// A block in a function that calls itself (`region::self_recursive`) is compiled with
     /// every block of its page around it that has run (see `Jit::region_of`): the recursive
     /// calls and their returns stay jumps inside one Cranelift function instead of leaving
@@ -139,6 +147,7 @@ impl Default for JitConfig {
             fp_loops_base: true,
             call_loops_base: true,
             loops_base_first: true,
+            inline_calls: true,
             recursive_regions: true,
             count_chains: true,
             // Measured (docs/jit.md, "Baseline tier", session 36).
@@ -179,6 +188,9 @@ pub struct JitStats {
     /// Loops that make a call compiled by the baseline tier (`JitConfig::call_loops_base`),
     /// of `baseline`.
     pub call_loops: u64,
+    /// Functions compiled (baseline traces and regions) that took in the function an
+    /// indirect CALL of theirs goes to (`JitConfig::inline_calls`).
+    pub inlined_calls: u64,
     /// Recursive regions compiled (`JitConfig::recursive_regions`).
     pub recursive: u64,
     /// Host time spent compiling and finalising, in nanoseconds.
@@ -279,13 +291,14 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
             self.traced,
             self.promoted,
             self.fp_loops,
             self.call_loops,
+            self.inlined_calls,
             self.recursive,
             self.region_blocks,
             self.region_edges,
@@ -334,6 +347,11 @@ enum Compile {
 }
 
 const FRONT_ENTRIES: usize = 1 << 14;
+
+/// Runs in a row with one target after which an indirect call's target may be taken into a
+/// region or trace (`JitConfig::inline_calls`), at most: a quarter of the threshold when that
+/// is less (a loop's blocks are interpreted until the threshold).
+const INLINE_CALL_RUNS: u32 = 16;
 
 /// The front slot of `rip` (the chain table's hash, at the front table's own width: the chain
 /// table's index masked to the front's size would leave part of a larger front unused).
@@ -512,6 +530,12 @@ pub struct Jit {
     /// the threshold while the entry still runs its baseline code promotes the entry (the
     /// loop is entered at its head, not mid-body where that member starts).
     base_first_members: FixedMap<BlockKey, BlockKey>,
+    /// Blocks that end in an indirect near CALL (`JitConfig::inline_calls`): the block the
+    /// call went to the last time the block was interpreted, and on how many runs in a row.
+    call_targets: FixedMap<BlockKey, (BlockKey, u32)>,
+    /// The last interpreted block, when it ended in an indirect near CALL that retired, and
+    /// the call's target: the next dispatch, when it is at that target, records its block.
+    last_call: Option<(BlockKey, u64)>,
     compiler: Compiler,
     chain: ChainTable,
     /// `run_block` (Verify): one block per dispatch, no chained jumps.
@@ -607,6 +631,9 @@ impl Jit {
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_LOOPS_BASE_FIRST") {
             config.loops_base_first = v == "1";
         }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_INLINE_CALLS") {
+            config.inline_calls = v == "1";
+        }
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_RECURSIVE") {
             config.recursive_regions = v == "1";
         }
@@ -635,6 +662,8 @@ impl Jit {
             recursive_members: FixedMap::default(),
             base_first_regions: FixedMap::default(),
             base_first_members: FixedMap::default(),
+            call_targets: FixedMap::default(),
+            last_call: None,
             compiler,
             chain,
             single_block: false,
@@ -655,6 +684,8 @@ impl Jit {
         self.recursive_members.clear();
         self.base_first_regions.clear();
         self.base_first_members.clear();
+        self.call_targets.clear();
+        self.last_call = None;
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
         self.chain.clear();
@@ -854,6 +885,9 @@ impl Jit {
         idx: usize,
         valid: bool,
     ) -> Option<ExitReason> {
+        if self.last_call.is_some() {
+            self.note_call_target(&key);
+        }
         let threshold = self.config.threshold;
         let early = self.early;
         let rip = ctx.cpu.state.rip;
@@ -980,7 +1014,32 @@ impl Jit {
         self.stats.interp_runs += 1;
         // Borrowed, not cloned: an atomic count update per interpreted block is measurable.
         let block = &self.entries[idx].block;
-        self.done(Some(key), false, interp_block(ctx, &block.insns))
+        let calls = self.config.inline_calls && crate::region::ends_in_indirect_call(block);
+        let (len, retired_in) = (block.insns.len() as u64, ctx.cpu.retired);
+        let stop = interp_block(ctx, &block.insns);
+        // The whole block retired, its CALL too: RIP is where the call went.
+        if calls && ctx.cpu.retired - retired_in == len {
+            self.last_call = Some((key, ctx.cpu.state.rip));
+        }
+        self.done(Some(key), false, stop)
+    }
+
+    /// The dispatch after an interpreted indirect CALL (`Jit::last_call`): when it is at the
+    /// call's target, the target's block `key` is the one the call site went to (counted in a
+    /// row while it stays the same).
+    fn note_call_target(&mut self, key: &BlockKey) {
+        let Some((site, target)) = self.last_call.take() else {
+            return;
+        };
+        if key.rip != target {
+            return;
+        }
+        let seen = self.call_targets.entry(site).or_insert((*key, 0));
+        if seen.0 == *key {
+            seen.1 = seen.1.saturating_add(1);
+        } else {
+            *seen = (*key, 1);
+        }
     }
 
     /// The blocks to compile with the entry `key` (entry first): the loops through the entry
@@ -1049,29 +1108,38 @@ impl Jit {
             return out;
         }
         let mut rips = vec![key.rip];
+        // Each block's home: the entry's key, or for the blocks of a function taken in for an
+        // indirect call (`JitConfig::inline_calls`), that function's first block's key —
+        // whose code page its branches stay in.
+        let mut homes = vec![*key];
         let mut insns = entry.block.insns.len();
         let mut i = 0;
         let mut max_blocks = max_blocks;
         while i < out.len() {
-            let b = out[i].clone();
+            let (b, home) = (out[i].clone(), homes[i]);
             i += 1;
             let mut targets = crate::region::successors(&b);
             // Its own branches' targets must be warm; the cases of a switch jump need only
             // have run (a case left out is a function exit on every run of it).
             let direct = targets.len();
             if crate::region::ends_in_switch_jump(&b) {
-                targets.extend(self.jump_candidates(key));
+                targets.extend(self.jump_candidates(&home));
                 max_blocks = max_blocks.max(SWITCH_REGION_BLOCKS);
             }
-            for (j, t) in targets.into_iter().enumerate() {
+            let called = self.inline_target(&b, ram, min_count).map(|e| e.key);
+            let homes_of = targets
+                .into_iter()
+                .enumerate()
+                .map(|(j, t)| (t, home, if j < direct { min_count } else { 1 }))
+                .chain(called.map(|k| (k.rip, k, min_count)));
+            for (t, home, min) in homes_of {
                 if out.len() >= max_blocks {
                     return out;
                 }
                 if rips.contains(&t) {
                     continue;
                 }
-                let min = if j < direct { min_count } else { 1 };
-                let Some(e) = self.neighbour(key, t, ram, min) else {
+                let Some(e) = self.neighbour(&home, t, ram, min) else {
                     continue;
                 };
                 let n = e.block.insns.len();
@@ -1079,10 +1147,26 @@ impl Jit {
                     insns += n;
                     out.push(e.block.clone());
                     rips.push(t);
+                    homes.push(home);
                 }
             }
         }
         out
+    }
+
+    /// For a block that ends in an indirect near CALL (`JitConfig::inline_calls`): the cache
+    /// entry of the block the call went to on the last [`INLINE_CALL_RUNS`] (or a quarter of
+    /// the threshold, if less; or more) runs in a row that the interpreter made of it, when a region may take it ([`Jit::neighbour`]
+    /// in its own page, run at least `min_count` times).
+    fn inline_target(&self, b: &Block, ram: &GuestRam, min_count: u32) -> Option<&Entry> {
+        if !self.config.inline_calls || !crate::region::ends_in_indirect_call(b) {
+            return None;
+        }
+        let (target, runs) = self.call_targets.get(&b.key())?;
+        if *runs < INLINE_CALL_RUNS.min(self.config.threshold / 4).max(1) {
+            return None;
+        }
+        self.neighbour(target, target.rip, ram, min_count)
     }
 
     /// The blocks a baseline function for the entry `key` (whose block is `first`) goes on
@@ -1101,8 +1185,12 @@ impl Jit {
         let mut rips = vec![key.rip];
         let mut insns = first.insns.len();
         let mut cur = first.clone();
-        // The return sites of the trace's CALLs not yet matched by a RET.
-        let mut calls: Vec<u64> = Vec::new();
+        // The return sites of the trace's CALLs not yet matched by a RET, each with the key
+        // whose page the trace was in at the CALL.
+        let mut calls: Vec<(u64, BlockKey)> = Vec::new();
+        // Whose page the trace is in: the entry's, or a function's taken in for an indirect
+        // CALL (`JitConfig::inline_calls`; the code checks the page on the way in).
+        let mut home = *key;
         while out.len() + 1 < self.config.base_trace {
             let Some(d) = cur.insns.last() else {
                 break;
@@ -1110,12 +1198,25 @@ impl Jit {
             let ins = &d.ins;
             let ways = match ins.code() {
                 iced_x86::Code::Call_rel32_64 => {
-                    calls.push(ins.next_ip());
+                    calls.push((ins.next_ip(), home));
                     vec![ins.near_branch_target()]
+                }
+                // Into the function the call went to while the interpreter ran it (the
+                // code compares the run-time target).
+                iced_x86::Code::Call_rm64 => {
+                    let Some(callee) = self.inline_target(&cur, ram, self.warm_count()) else {
+                        break;
+                    };
+                    calls.push((ins.next_ip(), home));
+                    home = callee.key;
+                    vec![callee.key.rip]
                 }
                 // Back to the return site of the CALL the trace made (checked at run time).
                 iced_x86::Code::Retnq => match calls.pop() {
-                    Some(site) => vec![site],
+                    Some((site, at)) => {
+                        home = at;
+                        vec![site]
+                    }
                     None => break,
                 },
                 iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64 => {
@@ -1130,7 +1231,7 @@ impl Jit {
                 if rips.contains(&t) {
                     continue;
                 }
-                let Some(e) = self.warm_neighbour(key, t, ram) else {
+                let Some(e) = self.warm_neighbour(&home, t, ram) else {
                     continue;
                 };
                 if insns + e.block.insns.len() <= BASE_TRACE_INSNS
@@ -1338,9 +1439,13 @@ impl Jit {
             && !base_loop
             && self.config.loops_base_first
             && self.config.promote > 0;
+        // The blocks of a function taken in for an indirect call are no members of the loop:
+        // that function earns its own compile as before.
+        let callee =
+            crate::region::in_inlined_callee(&region.iter().map(|b| &**b).collect::<Vec<_>>());
         if loop_first {
             let keys: Vec<BlockKey> = region.iter().map(|b| b.key()).collect();
-            for k in keys.iter().skip(1) {
+            for (k, _) in keys.iter().zip(&callee).skip(1).filter(|(_, &c)| !c) {
                 self.base_first_members.insert(*k, *key);
                 // As a region's members: three quarters of the threshold more from the
                 // dispatcher before one of them promotes the loop.
@@ -1388,6 +1493,16 @@ impl Jit {
                 self.stats.region_free_edges += c.stats.free_edges as u64;
                 self.stats.dyn_folds += c.stats.dyn_folds as u64;
                 self.stats.baseline += c.baseline as u64;
+                let parts = blocks.iter().chain(&trace);
+                let into_call = if c.baseline {
+                    parts
+                        .rev()
+                        .skip(1)
+                        .any(|b| crate::region::ends_in_indirect_call(b))
+                } else {
+                    looped && !crate::region::indirect_call_targets(&blocks).is_empty()
+                };
+                self.stats.inlined_calls += into_call as u64;
                 if c.baseline {
                     self.stats.traced += c.stats.blocks.saturating_sub(1) as u64;
                     self.stats.fp_loops += fp_loop as u64;
@@ -1419,6 +1534,9 @@ impl Jit {
                 // loop, all hot at the same moment, do not each compile the whole
                 // loop again. (A quarter keeps it warm for regions.)
                 for (m, blk) in region.iter().enumerate().skip(1) {
+                    if callee[m] {
+                        continue;
+                    }
                     let mk = blk.key();
                     let Some(mi) = self.cool_member(&mk) else {
                         continue;

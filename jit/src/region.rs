@@ -41,6 +41,55 @@ pub fn return_sites<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> Vec<u64>
         .collect()
 }
 
+/// Does the block end with an indirect near CALL of 64-bit code (`call r/m64`)?
+pub fn ends_in_indirect_call(b: &Block) -> bool {
+    b.insns
+        .last()
+        .is_some_and(|d| d.ins.code() == iced_x86::Code::Call_rm64)
+}
+
+/// The members (indices into `blocks`, entry first) that an indirect near CALL of the region
+/// may jump to inside the function: when a block ends in one ([`ends_in_indirect_call`]),
+/// every block but the entry that no block's static successors name and that is no return
+/// site — the blocks the region search took in as a call's observed target
+/// (`JitConfig::inline_calls`); none otherwise. (A member reached only through a switch jump
+/// qualifies too: a call whose run-time target is its start may go there as well.)
+pub fn indirect_call_targets(blocks: &[&Block]) -> Vec<usize> {
+    if !blocks.iter().any(|b| ends_in_indirect_call(b)) {
+        return Vec::new();
+    }
+    let named: Vec<u64> = blocks.iter().flat_map(|b| successors(b)).collect();
+    let sites = return_sites(blocks.iter().copied());
+    (1..blocks.len())
+        .filter(|&i| {
+            let s = start(blocks[i]);
+            !named.contains(&s) && !sites.contains(&s)
+        })
+        .collect()
+}
+
+/// For each block of `blocks`: is it part of a called function taken in for an indirect
+/// call ([`indirect_call_targets`]) — reached from one through static successors?
+pub fn in_inlined_callee(blocks: &[&Block]) -> Vec<bool> {
+    let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
+    let mut inside = vec![false; blocks.len()];
+    let mut queue = indirect_call_targets(blocks);
+    for &i in &queue {
+        inside[i] = true;
+    }
+    while let Some(i) = queue.pop() {
+        for t in successors(blocks[i]) {
+            if let Some(j) = starts.iter().position(|&s| s == t) {
+                if !inside[j] && j != 0 {
+                    inside[j] = true;
+                    queue.push(j);
+                }
+            }
+        }
+    }
+    inside
+}
+
 /// Is `ins` an indirect near JMP that looks like a `switch`: through a register, or through
 /// memory with an index register (a jump table)? A jump through a fixed slot (a PLT stub's
 /// `jmp [rip+x]`, a function pointer in a global) is not: it leaves the page.
@@ -83,15 +132,32 @@ pub fn is_loop(blocks: &[&Block]) -> bool {
 /// the others? A direct call's return site counts only through the callee's own return,
 /// which is not followed here: recursion alone does not make a loop.
 fn reaches_entry(blocks: &[&Block]) -> Vec<bool> {
+    // A RET of a function taken in for an indirect call goes back to that call's return site.
+    let callee = in_inlined_callee(blocks);
+    let call_sites: Vec<u64> = blocks
+        .iter()
+        .filter(|b| ends_in_indirect_call(b))
+        .filter_map(|b| b.insns.last().map(|d| d.ins.next_ip()))
+        .collect();
     let succ: Vec<Vec<u64>> = blocks
         .iter()
-        .map(|b| {
+        .zip(&callee)
+        .map(|(b, &in_callee)| {
             if ends_in_switch_jump(b) {
                 return blocks.iter().map(|o| start(o)).collect();
             }
             let mut s = successors(b);
             if let Some(d) = b.insns.last().filter(|d| d.ins.is_call_near()) {
                 s.retain(|&t| t != d.ins.next_ip());
+            }
+            let ret = b.insns.last().is_some_and(|d| {
+                matches!(
+                    d.ins.code(),
+                    iced_x86::Code::Retnq | iced_x86::Code::Retnq_imm16
+                )
+            });
+            if in_callee && ret {
+                s.extend(call_sites.iter().copied());
             }
             s
         })
@@ -219,6 +285,10 @@ pub fn generous_successors(blocks: &[&Block]) -> Vec<Vec<usize>> {
     use iced_x86::{FlowControl as F, OpKind};
     let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
     let sites = return_sites(blocks.iter().copied());
+    let called: Vec<u64> = indirect_call_targets(blocks)
+        .into_iter()
+        .map(|i| starts[i])
+        .collect();
     blocks
         .iter()
         .map(|b| {
@@ -233,7 +303,11 @@ pub fn generous_successors(blocks: &[&Block]) -> Vec<Vec<usize>> {
                     targets.push(ins.near_branch_target());
                 }
                 match ins.flow_control() {
-                    F::Return | F::IndirectCall => targets.extend(sites.iter().copied()),
+                    F::Return => targets.extend(sites.iter().copied()),
+                    F::IndirectCall => {
+                        targets.extend(sites.iter().copied());
+                        targets.extend(called.iter().copied());
+                    }
                     F::IndirectBranch => targets.extend(starts.iter().copied()),
                     _ => {}
                 }

@@ -8,7 +8,7 @@
 
 use super::emit::{Emit, CF, STATUS};
 use super::shift::{by_cl, of_by_one, shift_by_cl, shift_count, shift_of_fix};
-use crate::frame::gpr_off;
+use crate::frame::{gpr_off, Frame};
 use iced_x86::code_asm::*;
 use iced_x86::{Code, ConditionCode, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
@@ -408,20 +408,64 @@ pub fn leads_to(ins: &Instruction, next: u64) -> bool {
         _ if ins.is_jcc_short_or_near() => {
             ins.near_branch_target() == next || ins.next_ip() == next
         }
-        // Checked at run time: the return address popped must be `next`.
-        Code::Retnq => true,
+        // Checked at run time: the return address popped must be `next`, and the target of
+        // an indirect CALL (with its page: see `emit_to_next`).
+        Code::Retnq | Code::Call_rm64 => true,
         _ => ins.flow_control() == iced_x86::FlowControl::Next && ins.next_ip() == next,
     }
+}
+
+/// What the code of a trace checks before it goes on into a block of another page (the
+/// function an indirect CALL went to, `JitConfig::inline_calls`): the execute TLB entry at
+/// `off` still maps virtual page `vpn` with host field `host` (`chain::exec_tlb_expect`: to
+/// the physical page the block was decoded from), and code page `code_page` still has code
+/// word `word` — what that block's own function's entry check establishes.
+#[derive(Clone, Copy, Debug)]
+pub struct PageGuard {
+    pub off: i32,
+    pub vpn: u64,
+    pub host: u64,
+    pub code_page: u64,
+    pub word: u32,
 }
 
 /// Emit `d`, the last instruction of a trace's block, which goes on to the next block at
 /// `next` ([`leads_to`] holds): a JMP nothing, a CALL its push, a Jcc the exit of its other
 /// way (the way to `next` jumps over it), a RET its pop and, when the return address is not
-/// `next` (the return site of a CALL earlier in the trace), the exit there; any other
-/// instruction itself.
-pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Result<(), IcedError> {
+/// `next` (the return site of a CALL earlier in the trace), the exit there; an indirect CALL
+/// its push and, when the target is not `next` or `guard` (the page of `next`, when the trace
+/// has not been there yet) fails, the exit to the target; any other instruction itself.
+pub fn emit_to_next(
+    e: &mut Emit,
+    d: &DecodedInsn,
+    next: u64,
+    guard: Option<PageGuard>,
+    dead: bool,
+) -> Result<(), IcedError> {
     let ins = &d.ins;
     match ins.code() {
+        Code::Call_rm64 => {
+            // As the CALL that ends a block (`emit`), up to the exit: the target in RCX.
+            indirect_target(e, ins, rdx)?;
+            let ret_ip = e.next_ip;
+            push(e, move |e| e.a.mov(rax, ret_ip))?;
+            e.a.mov(rcx, rdx)?;
+            e.a.mov(rax, next)?;
+            e.a.cmp(rcx, rax)?;
+            e.host = super::emit::HostFlags::Stale;
+            let before = e.branch_state();
+            let mut miss = e.a.create_label();
+            let mut on = e.a.create_label();
+            e.a.jne(miss)?;
+            if let Some(g) = guard {
+                page_guard(e, g, miss)?;
+            }
+            e.a.jmp(on)?;
+            e.a.set_label(&mut miss)?;
+            e.exit_dyn()?;
+            e.restore(before);
+            e.a.set_label(&mut on)
+        }
         Code::Jmp_rel8_64 | Code::Jmp_rel32_64 => Ok(()),
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
@@ -447,6 +491,23 @@ pub fn emit_to_next(e: &mut Emit, d: &DecodedInsn, next: u64, dead: bool) -> Res
         _ if ins.is_jcc_short_or_near() => jcc_toward(e, ins, next),
         _ => emit(e, d, false, dead),
     }
+}
+
+/// The checks of `g` (clobbering R8, RAX and the host's flags), going to `fail` when one
+/// fails.
+fn page_guard(e: &mut Emit, g: PageGuard, fail: CodeLabel) -> Result<(), IcedError> {
+    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
+    for (at, value) in [(g.off, g.vpn), (g.off + 8, g.host)] {
+        e.a.mov(rax, value)?;
+        e.a.cmp(qword_ptr(r8 + at), rax)?;
+        e.a.jne(fail)?;
+    }
+    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_CODE_TABLE))?;
+    e.a.mov(rax, g.code_page.wrapping_mul(4))?;
+    e.a.cmp(dword_ptr(r8 + rax), g.word)?;
+    // (R8 no longer holds the last access's address: the next block forgets it anyway,
+    // `Emit::next_part`.)
+    e.a.jne(fail)
 }
 
 /// The rest of a RET whose return address is in RCX and whose pop read it through R8/R9

@@ -128,16 +128,41 @@ pub fn covers(block: &Block) -> bool {
 /// assembler refused, or a trace whose blocks do not follow one another.
 pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCode, String> {
     let page = |b: &Block| (b.key().phys >> 12, b.key().rip >> 12);
-    if let Some(b) = trace.iter().find(|b| page(b) != page(block) || !covers(b)) {
-        return Err(format!(
-            "trace: the block at {:#x} is not one of this page the tier covers",
-            b.key().rip
-        ));
-    }
-    let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
     let parts: Vec<&Block> = core::iter::once(block)
         .chain(trace.iter().copied())
         .collect();
+    // The pages the trace's code may run in without a check: the entry's (the entry check
+    // covers it), then each that an indirect CALL goes into, checked on the way in
+    // (`insn::emit_to_next`'s guard; the trace search takes another page only so, for the
+    // function the call went to: `JitConfig::inline_calls`).
+    let mut checked = vec![page(block)];
+    let mut guards: Vec<Option<insn::PageGuard>> = vec![None; parts.len()];
+    for (p, b) in parts.iter().enumerate().skip(1) {
+        let into_call = parts[p - 1]
+            .insns
+            .last()
+            .is_some_and(|d| d.ins.code() == iced_x86::Code::Call_rm64);
+        let fine = covers(b) && (checked.contains(&page(b)) || into_call);
+        if !fine {
+            return Err(format!(
+                "trace: the block at {:#x} is not one of this page the tier covers",
+                b.key().rip
+            ));
+        }
+        if !checked.contains(&page(b)) {
+            checked.push(page(b));
+            let (off, vpn, host) = chain::exec_tlb_expect(b, t.ram_base);
+            let (code_page, word) = b.code_words().next().ok_or("a block in no page")?;
+            guards[p] = Some(insn::PageGuard {
+                off,
+                vpn,
+                host,
+                code_page,
+                word,
+            });
+        }
+    }
+    let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
     entry(&mut e, block, &parts).map_err(|e| e.to_string())?;
     let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
     loop_top(&mut e, &parts, len).map_err(|e| e.to_string())?;
@@ -160,7 +185,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
                     if !insn::leads_to(&d.ins, next) {
                         return Err(format!("trace: {} does not go on to {next:#x}", d.ins));
                     }
-                    insn::emit_to_next(&mut e, d, next, dead[i])
+                    insn::emit_to_next(&mut e, d, next, guards[p + 1], dead[i])
                 }
                 _ => insn::emit(&mut e, d, last, dead[i]),
             };

@@ -806,7 +806,11 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Outcome {
                 l.end_block_indirect(target);
                 return Outcome::Ended;
             }
-            l.end_block(Rip::Dyn(target));
+            if call {
+                l.end_block_call(target);
+            } else {
+                l.end_block(Rip::Dyn(target));
+            }
             return Outcome::Ended;
         }
         Kind::Jcc => {

@@ -99,6 +99,18 @@ struct Member {
     /// Starts right after a CALL of the region: a RET or indirect jump to it (a run-time
     /// target) becomes a jump inside the function.
     ret_site: bool,
+    /// An indirect CALL of the region may jump to it (`region::indirect_call_targets`).
+    call_target: bool,
+    /// Its virtual and physical page numbers: a member on a page other than the entry's (a
+    /// function taken in for an indirect call) is entered from another page only through
+    /// [`Member::guard`], and never by a direct jump from another page.
+    page: (u64, u64),
+    /// For a member on a page other than the entry's: what its page must still hold, checked
+    /// on every jump into it from another page — the execute TLB entry's offset, tag and host
+    /// field ([`crate::chain::exec_tlb_expect`]) and the page's code word (its number, the
+    /// word). `None` for the entry's page (the function's entry check covers it), and for a
+    /// member in more than one page, which is then not entered from another page at all.
+    guard: Option<(i32, u64, u64, u64, u32)>,
     /// The carried registers it starts with dirty (`region::dirty_on_entry`).
     entry_dirty: u32,
     /// Address of its last instruction: jumps to other members leave from there.
@@ -518,13 +530,30 @@ pub fn lower_region(
         (0, 0, vec![0; blocks.len()], none.clone(), none)
     };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
+    let call_targets = if region {
+        crate::region::indirect_call_targets(blocks)
+    } else {
+        Vec::new()
+    };
+    let page_of = |blk: &Block| (blk.key().rip >> 12, blk.key().phys >> 12);
+    let home = page_of(blocks[0]);
     let mut members: Vec<Member> = blocks
         .iter()
         .zip(&entry_dirty)
         .zip(tails.into_iter().zip(replays))
-        .map(|((blk, &entry_dirty), (tail, replay))| {
+        .enumerate()
+        .map(|(i, ((blk, &entry_dirty), (tail, replay)))| {
             let rip = crate::region::start(blk);
             let flags_dead = first_overwrites_flags(blk);
+            let page = page_of(blk);
+            let words: Vec<(u64, u32)> = blk.code_words().collect();
+            let guard = match words[..] {
+                [(p, w)] if page != home => {
+                    let (off, vpn, host) = crate::chain::exec_tlb_expect(blk, ram_base);
+                    Some((off, vpn, host, p, w))
+                }
+                _ => None,
+            };
             Member {
                 rip,
                 len: blk.insns.len() as u64,
@@ -532,6 +561,9 @@ pub fn lower_region(
                 lazy_flags: overwrites_flags_first(&blk.insns),
                 flags_dead,
                 ret_site: ret_sites.contains(&rip),
+                call_target: call_targets.contains(&i),
+                page,
+                guard,
                 entry_dirty,
                 last_ip: blk.insns.last().map_or(u64::MAX, |d| d.ins.ip()),
                 tail,
@@ -863,6 +895,9 @@ enum Exit {
     /// A `switch` jump (`region::is_switch_jump`): like `Dyn`, and inside a region it may go
     /// to any member.
     Switch(Value),
+    /// An indirect near CALL's target: like `Dyn`, and inside a region it may go to a member
+    /// taken in as a called function (`Member::call_target`).
+    Call(Value),
     Either(Value, u64, u64),
 }
 
@@ -956,7 +991,11 @@ impl Lower<'_> {
                 // A trampolined near indirect JMP/CALL: the target is in memory; the mode
                 // cannot have changed, so the chain table may be probed with it.
                 let rip = l.b.ins().load(types::I64, host_mem(), l.state, OFF_RIP);
-                l.emit_chain_exit(Rip::Dyn(rip));
+                if crate::region::ends_in_indirect_call(block) {
+                    l.end_block_call(rip);
+                } else {
+                    l.emit_chain_exit(Rip::Dyn(rip));
+                }
             } else {
                 l.emit_exit(None, ret::DISPATCH);
             }
@@ -999,12 +1038,56 @@ impl Lower<'_> {
         b
     }
 
-    /// The member of the region starting at `rip`, if any.
+    /// The member of the region starting at `rip` that a direct jump from the current
+    /// member may go to, if any: one on the entry's page or on the current member's (a member
+    /// on another page is entered only through its guard, [`Lower::enterable`]).
     fn member_at(&self, rip: u64) -> Option<usize> {
         self.edge.as_ref()?;
+        let (home, here) = (self.members[0].page, self.members[self.current].page);
         self.members[..self.members_in_region]
             .iter()
-            .position(|m| m.rip == rip)
+            .position(|m| m.rip == rip && (m.page == home || m.page == here))
+    }
+
+    /// A jump to member `m` from the current member, after a compare that found its RIP as
+    /// the run-time target: when `m` is on another page than the entry's and the current
+    /// member's, its page is checked first ([`Member::guard`]: the execute TLB still maps its
+    /// virtual page to the physical page it was decoded from, and that page still has its
+    /// code word — what its own function's entry check would establish), and a failed check
+    /// goes on to `miss`, as a different target would. `None`: `m` cannot be entered from
+    /// here (a member in several pages). Else the IR block to lower the jump in.
+    fn enterable(&mut self, m: usize, miss: IrBlock) -> Option<()> {
+        let (home, here) = (self.members[0].page, self.members[self.current].page);
+        let page = self.members[m].page;
+        if page == home || page == here {
+            return Some(());
+        }
+        let (off, vpn, host, code_page, word) = self.members[m].guard?;
+        let tlb = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_TLB_EXEC);
+        let tag = self.b.ins().load(types::I64, host_mem(), tlb, off);
+        let mut ok = self.b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
+        let h = self.b.ins().load(types::I64, host_mem(), tlb, off + 8);
+        let c = self.b.ins().icmp_imm_s(IntCC::Equal, h, host as i64);
+        ok = self.b.ins().band(ok, c);
+        let table = self
+            .b
+            .ins()
+            .load(types::I64, host_mem(), self.frame, Frame::OFF_CODE_TABLE);
+        let at = self
+            .b
+            .ins()
+            .iadd_imm_s(table, code_page.wrapping_mul(4) as i64);
+        let w = self.b.ins().uload32(host_mem(), at, 0);
+        let c = self.b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
+        ok = self.b.ins().band(ok, c);
+        let pass = self.b.create_block();
+        self.b.ins().brif(ok, pass, &[], miss, &[]);
+        self.b.seal_block(pass);
+        self.b.switch_to_block(pass);
+        Some(())
     }
 
     /// A branch to member `t` (the current instruction is complete, counted in `k`; `direct`:
@@ -1242,6 +1325,13 @@ impl Lower<'_> {
         self.emit_chain_exit(Exit::Switch(target));
     }
 
+    /// End the block with an indirect near CALL to the run-time `target` (the return address
+    /// pushed): a jump inside the function when it is a member taken in as the called
+    /// function (`Member::call_target`, its page checked), else through the chain table.
+    pub fn end_block_call(&mut self, target: Value) {
+        self.emit_chain_exit(Exit::Call(target));
+    }
+
     /// End the block with a conditional branch whose two ways both leave the function: one
     /// exit, to `taken` when `c` is true and to `fall` otherwise (the target and its chain
     /// entry are selected, not branched to: half the exit code of two exits).
@@ -1258,7 +1348,7 @@ impl Lower<'_> {
         use crate::chain;
         let rip = match exit {
             Exit::Const(t) => Rip::Const(t),
-            Exit::Dyn(v) | Exit::Switch(v) => Rip::Dyn(v),
+            Exit::Dyn(v) | Exit::Switch(v) | Exit::Call(v) => Rip::Dyn(v),
             Exit::Either(c, t, f) => {
                 let (t, f) = (self.iconst(t), self.iconst(f));
                 Rip::Dyn(self.b.ins().select(c, t, f))
@@ -1271,12 +1361,17 @@ impl Lower<'_> {
                     return;
                 }
             }
-            Exit::Dyn(v) | Exit::Switch(v) if self.edge.is_some() => {
+            Exit::Dyn(v) | Exit::Switch(v) | Exit::Call(v) if self.edge.is_some() => {
                 // Returns to a return site of the region stay inside, and so do switch jumps
-                // to any member (a jump table among the cases of a loop).
-                let any = matches!(exit, Exit::Switch(_));
+                // to any member (a jump table among the cases of a loop) and calls to a
+                // function the region took in. A member on another page is entered only
+                // when its page checks out (`Lower::enterable`).
                 let sites: Vec<usize> = (0..self.members_in_region)
-                    .filter(|&i| any || self.members[i].ret_site)
+                    .filter(|&i| match exit {
+                        Exit::Switch(_) => true,
+                        Exit::Call(_) => self.members[i].call_target,
+                        _ => self.members[i].ret_site,
+                    })
                     .collect();
                 for m in sites {
                     let hit = self
@@ -1287,9 +1382,14 @@ impl Lower<'_> {
                     let no = self.b.create_block();
                     self.b.ins().brif(hit, yes, &[], no, &[]);
                     self.b.seal_block(yes);
-                    self.b.seal_block(no);
                     self.b.switch_to_block(yes);
-                    self.emit_region_edge(m, false);
+                    match self.enterable(m, no) {
+                        Some(()) => self.emit_region_edge(m, false),
+                        None => {
+                            self.b.ins().jump(no, &[]);
+                        }
+                    }
+                    self.b.seal_block(no);
                     self.b.switch_to_block(no);
                 }
             }
@@ -1316,7 +1416,7 @@ impl Lower<'_> {
                 }
                 _ => None,
             },
-            Exit::Dyn(_) | Exit::Switch(_) if self.dyn_links => {
+            Exit::Dyn(_) | Exit::Switch(_) | Exit::Call(_) if self.dyn_links => {
                 self.link_for(crate::chain::DYN).map(|a| self.iconst(a))
             }
             _ => None,
@@ -1328,7 +1428,7 @@ impl Lower<'_> {
         let (st, f) = (self.state, self.frame);
         if let Some(link) = linked {
             let stub = match exit {
-                Exit::Dyn(_) | Exit::Switch(_) => self.sigs.addrs.hop_dyn,
+                Exit::Dyn(_) | Exit::Switch(_) | Exit::Call(_) => self.sigs.addrs.hop_dyn,
                 Exit::Const(_) | Exit::Either(..) => self.sigs.addrs.hop_link,
             };
             let stub = self.iconst(stub);
