@@ -1156,8 +1156,9 @@ impl Jit {
 
     /// For a block that ends in an indirect near CALL (`JitConfig::inline_calls`): the cache
     /// entry of the block the call went to on the last [`INLINE_CALL_RUNS`] (or a quarter of
-    /// the threshold, if less; or more) runs in a row that the interpreter made of it, when a region may take it ([`Jit::neighbour`]
-    /// in its own page, run at least `min_count` times).
+    /// the threshold, if less; or more) runs in a row that the interpreter made of it, when
+    /// a region or trace may take it ([`Jit::neighbour`] in its own page, run at least
+    /// `min_count` times).
     fn inline_target(&self, b: &Block, ram: &GuestRam, min_count: u32) -> Option<&Entry> {
         if !self.config.inline_calls || !crate::region::ends_in_indirect_call(b) {
             return None;

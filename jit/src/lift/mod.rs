@@ -476,8 +476,10 @@ pub struct LowerTarget {
 
 /// Lift a region into the function under construction in `b` (its signature must be
 /// [`block_signature`]). `blocks[0]` is the entry; the others are blocks of the same code page
-/// that branches of the region may reach: a branch to one of them becomes a jump inside the
-/// function (registers stay in SSA values, flags stay lazy), guarded by the budget.
+/// that branches of the region may reach, and the blocks of a function an indirect CALL of
+/// the region goes to (`region::indirect_call_targets`, possibly in another page): a branch
+/// to one of them becomes a jump inside the function (registers stay in SSA values, flags
+/// stay lazy), guarded by the budget (and, into another page, by that page's check).
 pub fn lower_region(
     mut b: FunctionBuilder<'_>,
     blocks: &[&Block],
@@ -1055,7 +1057,8 @@ impl Lower<'_> {
     /// virtual page to the physical page it was decoded from, and that page still has its
     /// code word — what its own function's entry check would establish), and a failed check
     /// goes on to `miss`, as a different target would. `None`: `m` cannot be entered from
-    /// here (a member in several pages). Else the IR block to lower the jump in.
+    /// here (a member in several pages); nothing emitted. `Some`: the current position
+    /// (after the check, if one was needed) is where the jump goes on.
     fn enterable(&mut self, m: usize, miss: IrBlock) -> Option<()> {
         let (home, here) = (self.members[0].page, self.members[self.current].page);
         let page = self.members[m].page;
