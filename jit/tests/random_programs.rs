@@ -218,9 +218,15 @@ fn random_insn(g: &mut Gen, idx: usize, n: usize, subs: &[usize]) -> Instruction
         18 => {
             if subs.is_empty() {
                 None
-            } else {
+            } else if g.chance(50) {
                 let t = g.pick(subs);
                 Instruction::with_branch(Code::Call_rel32_64, t as u64).ok()
+            } else {
+                // Through the subroutine's address in its slot (`SUB_SLOTS`): an indirect
+                // call, which the JIT may take the subroutine in for.
+                let k = g.below(subs.len() as u64) as i64;
+                let m = MemoryOperand::with_base_displ(Register::R15, SUB_SLOTS as i64 + 8 * k);
+                Instruction::with1(Code::Call_rm64, m).ok()
             }
         }
         19 => {
@@ -541,9 +547,13 @@ fn random_sse_fp(g: &mut Gen) -> Option<Instruction> {
     }
 }
 
+/// Where the programs' indirect calls find the subroutines' addresses: two slots at this
+/// offset from R15 (`DATA_BASE`), past what the random memory operands reach.
+const SUB_SLOTS: u64 = 0x2000;
+
 /// A program: main body (ends by jumping back to its start), then two subroutines (each
-/// ends with RET). Returns the encoded bytes and the listing.
-fn program(seed: u64) -> (Vec<u8>, String) {
+/// ends with RET). Returns the encoded bytes, the listing and the subroutines' addresses.
+fn program(seed: u64) -> (Vec<u8>, String, [u64; 2]) {
     let mut g = Gen {
         rng: ChaCha8Rng::seed_from_u64(seed),
     };
@@ -591,8 +601,13 @@ fn program(seed: u64) -> (Vec<u8>, String) {
         ins.set_ip(i as u64);
     }
     let block = InstructionBlock::new(&insns, CODE_BASE);
-    let enc = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
-        .unwrap_or_else(|e| panic!("seed {seed}: encoding failed: {e}"));
+    let enc = BlockEncoder::encode(
+        64,
+        block,
+        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+    )
+    .unwrap_or_else(|e| panic!("seed {seed}: encoding failed: {e}"));
+    let subs = [sub0, sub1].map(|i| CODE_BASE + enc.new_instruction_offsets[i] as u64);
     let mut listing = String::new();
     let mut dec = iced_x86::Decoder::with_ip(64, &enc.code_buffer, CODE_BASE, 0);
     let mut f = IntelFormatter::new();
@@ -601,7 +616,7 @@ fn program(seed: u64) -> (Vec<u8>, String) {
         f.format(&ins, &mut s);
         listing.push_str(&format!("  {:x}  {s}\n", ins.ip()));
     }
-    (enc.code_buffer, listing)
+    (enc.code_buffer, listing, subs)
 }
 
 /// Totals over all cases (to see that the programs do run, compiled).
@@ -611,11 +626,12 @@ struct Totals {
     compiled_runs: u64,
     native_insns: u64,
     baseline: u64,
+    inlined_calls: u64,
     exits: std::collections::BTreeMap<String, u64>,
 }
 
 fn run_case(seed: u64, totals: &mut Totals) {
-    let (code_bytes, listing) = program(seed);
+    let (code_bytes, listing, subs) = program(seed);
     let mut g = Gen {
         rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed),
     };
@@ -636,6 +652,9 @@ fn run_case(seed: u64, totals: &mut Totals) {
         }
         m.cpu.state.gpr[15] = DATA_BASE;
         m.cpu.state.rflags |= flags;
+        for (k, a) in subs.iter().enumerate() {
+            m.load(DATA_BASE + SUB_SLOTS + 8 * k as u64, &a.to_le_bytes());
+        }
     };
     let slices: Vec<u64> = match g.below(3) {
         0 => vec![20_000],
@@ -667,6 +686,7 @@ fn run_case(seed: u64, totals: &mut Totals) {
             totals.compiled_runs += jit.stats.compiled_runs + jit.stats.chained_runs;
             totals.native_insns += jit.stats.native_insns;
             totals.baseline += jit.stats.baseline;
+            totals.inlined_calls += jit.stats.inlined_calls;
             let key = match exit.reason {
                 lockstep_interp::ExitReason::Exception(f) => f.mnemonic().to_string(),
                 r => format!("{r:?}"),
@@ -712,5 +732,9 @@ fn random_programs_match_interpreter() {
     assert!(
         totals.baseline > cases / 2,
         "the baseline tier hardly compiled anything: {totals:?}"
+    );
+    assert!(
+        totals.inlined_calls > 0 || cases < 100,
+        "no indirect call was ever taken in: {totals:?}"
     );
 }
