@@ -63,9 +63,17 @@ pub enum HostFlags {
     GuestButCarry,
 }
 
+/// What a shared exit tail merges ([`Emit::shared_tail`]): the pending capture, whether the
+/// incoming flag record is live, whether the host's MXCSR flags go into the guest's.
+type TailKey = (Option<Capture>, bool, bool);
+
 pub struct Emit {
     pub a: CodeAssembler,
     cold: Vec<Cold>,
+    /// The shared tails of cold exits ([`Emit::leave_at`]): per (pending capture, incoming
+    /// record live, MXCSR to merge), the label of the code that merges them and returns the
+    /// exit word in RCX.
+    tails: Vec<(TailKey, CodeLabel)>,
     pub ram_base: u64,
     pub fold: u64,
     pub counter: Option<u64>,
@@ -116,6 +124,7 @@ impl Emit {
         Ok(Emit {
             a: CodeAssembler::new(64)?,
             cold: Vec::new(),
+            tails: Vec::new(),
             ram_base: t.ram_base,
             fold: t.fold,
             counter: t.counter,
@@ -533,6 +542,42 @@ impl Emit {
     fn leave_at(&mut self, status: u64, ip: u64, k: u64) -> Result<CodeLabel, IcedError> {
         let mut l = self.a.create_label();
         let (pending, record_live, mx) = (self.pending, self.record_live, self.mx);
+        match ret::pack(status, ip, k) {
+            // Something to merge first: the exit word into RCX and on to the tail that merges
+            // it, shared by every such exit of the function with the same merge (a dozen
+            // instructions each otherwise; most memory accesses have a cold exit).
+            Some(w) if pending.is_some() || mx => {
+                let tail = self.shared_tail((pending, record_live, mx));
+                self.later(move |a| {
+                    a.set_label(&mut l)?;
+                    a.mov(rcx, w)?;
+                    a.jmp(tail)
+                });
+            }
+            _ => self.later(move |a| {
+                a.set_label(&mut l)?;
+                if let Some(c) = pending {
+                    merge(a, c, record_live)?;
+                }
+                if mx {
+                    super::simd::merge_mxcsr(a)?;
+                }
+                exit_word(a, status, ip, k)
+            }),
+        }
+        Ok(l)
+    }
+
+    /// The label of the cold code that makes the merges `key` asks for (the capture in R10
+    /// with the incoming record live or not, the host's MXCSR flags) and returns the exit
+    /// word in RCX; queued on first use. (The merges touch R10, R11 and RAX only.)
+    fn shared_tail(&mut self, key: TailKey) -> CodeLabel {
+        if let Some(&(_, l)) = self.tails.iter().find(|(k, _)| *k == key) {
+            return l;
+        }
+        let mut l = self.a.create_label();
+        self.tails.push((key, l));
+        let (pending, record_live, mx) = key;
         self.later(move |a| {
             a.set_label(&mut l)?;
             if let Some(c) = pending {
@@ -541,9 +586,10 @@ impl Emit {
             if mx {
                 super::simd::merge_mxcsr(a)?;
             }
-            exit_word(a, status, ip, k)
+            a.mov(rax, rcx)?;
+            a.ret()
         });
-        Ok(l)
+        l
     }
 
     /// Going on from one block of a trace (see `base::compile`) to the next, whose first
