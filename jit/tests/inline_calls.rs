@@ -103,11 +103,12 @@ fn expected(change: Change) -> (u64, u64, u64) {
     (m.gpr(reg::R12), m.gpr(reg::R13), m.gpr(reg::RBP))
 }
 
-#[test]
-fn an_indirect_call_goes_into_the_callee_inside_the_caller() {
-    let want = expected(Change::None);
+/// `change`'s program in both configurations against the interpreter at every budget slice:
+/// the callee was taken in, and the results are the interpreter's.
+fn matches_the_interpreter(change: Change) {
+    let want = expected(change);
     for (name, config) in configs() {
-        let (m, jit, exit) = compare(&program(Change::None), &short_slices(), config, &|_| {});
+        let (m, jit, exit) = compare(&program(change), &short_slices(), config, &|_| {});
         assert!(ran_to_hlt(&exit), "{name}: {exit:?}");
         assert!(
             jit.stats.inlined_calls > 0,
@@ -117,6 +118,11 @@ fn an_indirect_call_goes_into_the_callee_inside_the_caller() {
         let got = (m.gpr(reg::R12), m.gpr(reg::R13), m.gpr(reg::RBP));
         assert_eq!(got, want, "{name}");
     }
+}
+
+#[test]
+fn an_indirect_call_goes_into_the_callee_inside_the_caller() {
+    matches_the_interpreter(Change::None);
     // Off: the same results, nothing taken in.
     let config = JitConfig {
         inline_calls: false,
@@ -131,42 +137,15 @@ fn an_indirect_call_goes_into_the_callee_inside_the_caller() {
 /// fails from then on, and the new code runs (a stale copy would keep multiplying by 7).
 #[test]
 fn a_rewritten_callee_is_not_run_from_the_callers_copy() {
-    let want = expected(Change::Rewrite);
-    assert_ne!(want, expected(Change::None));
-    for (name, config) in configs() {
-        let (m, jit, exit) = compare(&program(Change::Rewrite), &short_slices(), config, &|_| {});
-        assert!(ran_to_hlt(&exit), "{name}: {exit:?}");
-        assert!(
-            jit.stats.inlined_calls > 0,
-            "{name}: {}",
-            jit.stats.summary()
-        );
-        assert_eq!(
-            (m.gpr(reg::R12), m.gpr(reg::R13), m.gpr(reg::RBP)),
-            want,
-            "{name}"
-        );
-    }
+    assert_ne!(expected(Change::Rewrite), expected(Change::None));
+    matches_the_interpreter(Change::Rewrite);
 }
 
 /// Another run-time target than the one taken in: the call leaves for it.
 #[test]
 fn another_target_leaves_for_it() {
-    let want = expected(Change::Target);
-    for (name, config) in configs() {
-        let (m, jit, exit) = compare(&program(Change::Target), &short_slices(), config, &|_| {});
-        assert!(ran_to_hlt(&exit), "{name}: {exit:?}");
-        assert!(
-            jit.stats.inlined_calls > 0,
-            "{name}: {}",
-            jit.stats.summary()
-        );
-        assert_eq!(
-            (m.gpr(reg::R12), m.gpr(reg::R13), m.gpr(reg::RBP)),
-            want,
-            "{name}"
-        );
-    }
+    assert_ne!(expected(Change::Target), expected(Change::None));
+    matches_the_interpreter(Change::Target);
 }
 
 /// `Verify` compares the inlined code block by block with the interpreter.
