@@ -1172,12 +1172,13 @@ impl Jit {
 
     /// The blocks a baseline function for the entry `key` (whose block is `first`) goes on
     /// to, in order (see `crate::base::compile`): from each block, the one its last
-    /// instruction leads to without leaving — a JMP or CALL target, the way of a Jcc whose
-    /// block has run more often, the fall-through of a block cut by its length, the return
-    /// site of a CALL earlier in the trace after a RET — while that
-    /// block is in the cache, of the same page, valid, warm (as for regions), covered by the
-    /// tier and not yet in the trace; at most `config.base_trace` blocks in all, together
-    /// at most [`BASE_TRACE_INSNS`] instructions.
+    /// instruction leads to without leaving — a JMP or CALL target, the target an indirect
+    /// CALL went to ([`Jit::inline_target`]; the trace then follows that function's page
+    /// until its RET), the way of a Jcc whose block has run more often, the fall-through of
+    /// a block cut by its length, the return site of a CALL earlier in the trace after a
+    /// RET — while that block is in the cache, of the same page, valid, warm (as for
+    /// regions), covered by the tier and not yet in the trace; at most `config.base_trace`
+    /// blocks in all, together at most [`BASE_TRACE_INSNS`] instructions.
     fn base_trace(&self, key: &BlockKey, first: &Arc<Block>, ram: &GuestRam) -> Vec<Arc<Block>> {
         let mut out: Vec<Arc<Block>> = Vec::new();
         if key.bitness != 64 || self.config.base_trace <= 1 || !crate::base::covers(first) {

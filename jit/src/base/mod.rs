@@ -118,9 +118,11 @@ pub fn covers(block: &Block) -> bool {
 }
 
 /// Compile `block` (which [`covers`] accepts), and after it the blocks of `trace` when there
-/// are any: a *trace* is a chain of blocks of the same page, each the one its predecessor's
-/// last instruction goes on to ([`insn::leads_to`]: the way a Jcc takes most often, a JMP or
-/// CALL target, a fall-through, a RET's expected return site), compiled as one function.
+/// are any: a *trace* is a chain of blocks of the same page (or of the page of a function an
+/// indirect CALL goes into, checked on the way in), each the one its predecessor's last
+/// instruction goes on to ([`insn::leads_to`]: the way a Jcc takes most often, a JMP or CALL
+/// target, an indirect CALL's recorded target, a fall-through, a RET's expected return
+/// site), compiled as one function.
 /// Going from one to the next costs nothing instead of an exit, a hop and an entry
 /// (docs/jit.md, "Baseline tier", Traces); captured flags stay pending across. The function
 /// is entered only at `block`; its callers check that the budget covers the whole trace
