@@ -218,6 +218,37 @@ pub fn exec_tlb_expect(block: &Block, ram_base: u64) -> (i32, u64, u64) {
     (off, vpn, host)
 }
 
+/// What a jump into `block` from code that has not checked its page must find, as the
+/// block's own entry check would (`JitConfig::inline_calls`: a callee in another page): the
+/// execute TLB entry at `off` mapping virtual page `vpn` with host field `host`
+/// ([`exec_tlb_expect`]), and code page `code_page` with code word `word`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageExpect {
+    pub off: i32,
+    pub vpn: u64,
+    pub host: u64,
+    pub code_page: u64,
+    pub word: u32,
+}
+
+/// [`PageExpect`] for `block` (decoded from RAM at host base `ram_base`); `None` for a block
+/// in more than one page, which such a jump does not enter.
+pub fn page_expect(block: &Block, ram_base: u64) -> Option<PageExpect> {
+    let mut words = block.code_words();
+    let (code_page, word) = words.next()?;
+    if words.next().is_some() {
+        return None;
+    }
+    let (off, vpn, host) = exec_tlb_expect(block, ram_base);
+    Some(PageExpect {
+        off,
+        vpn,
+        host,
+        code_page,
+        word,
+    })
+}
+
 /// The address of the link for an exit to `t` of a function being compiled, which takes its
 /// links in order from `links` (the next free one and how many are left, see
 /// [`LinkTable::next`]) and records their targets in `taken`: direct exits to one target share

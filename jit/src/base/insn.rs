@@ -8,7 +8,7 @@
 
 use super::emit::{Emit, CF, STATUS};
 use super::shift::{by_cl, of_by_one, shift_by_cl, shift_count, shift_of_fix};
-use crate::frame::{gpr_off, Frame};
+use crate::frame::gpr_off;
 use iced_x86::code_asm::*;
 use iced_x86::{Code, ConditionCode, Instruction, Mnemonic, OpKind, Register};
 use lockstep_interp::decode::DecodedInsn;
@@ -362,11 +362,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.exit_dyn()?;
         }
         Code::Call_rm64 => {
-            // The target first (its address may use RSP), in RDX across the push.
-            indirect_target(e, ins, rdx)?;
-            let ret_ip = e.next_ip;
-            push(e, move |e| e.a.mov(rax, ret_ip))?;
-            e.a.mov(rcx, rdx)?;
+            call_indirect(e, ins)?;
             e.exit_dyn()?;
         }
         Code::Mul_rm32 | Code::Mul_rm64 | Code::Imul_rm32 | Code::Imul_rm64 => {
@@ -415,20 +411,6 @@ pub fn leads_to(ins: &Instruction, next: u64) -> bool {
     }
 }
 
-/// What the code of a trace checks before it goes on into a block of another page (the
-/// function an indirect CALL went to, `JitConfig::inline_calls`): the execute TLB entry at
-/// `off` still maps virtual page `vpn` with host field `host` (`chain::exec_tlb_expect`: to
-/// the physical page the block was decoded from), and code page `code_page` still has code
-/// word `word` — what that block's own function's entry check establishes.
-#[derive(Clone, Copy, Debug)]
-pub struct PageGuard {
-    pub off: i32,
-    pub vpn: u64,
-    pub host: u64,
-    pub code_page: u64,
-    pub word: u32,
-}
-
 /// Emit `d`, the last instruction of a trace's block, which goes on to the next block at
 /// `next` ([`leads_to`] holds): a JMP nothing, a CALL its push, a Jcc the exit of its other
 /// way (the way to `next` jumps over it), a RET its pop and, when the return address is not
@@ -439,17 +421,14 @@ pub fn emit_to_next(
     e: &mut Emit,
     d: &DecodedInsn,
     next: u64,
-    guard: Option<PageGuard>,
+    guard: Option<crate::chain::PageExpect>,
     dead: bool,
 ) -> Result<(), IcedError> {
     let ins = &d.ins;
     match ins.code() {
         Code::Call_rm64 => {
-            // As the CALL that ends a block (`emit`), up to the exit: the target in RCX.
-            indirect_target(e, ins, rdx)?;
-            let ret_ip = e.next_ip;
-            push(e, move |e| e.a.mov(rax, ret_ip))?;
-            e.a.mov(rcx, rdx)?;
+            // As the CALL that ends a block (`emit`), up to the exit.
+            call_indirect(e, ins)?;
             e.a.mov(rax, next)?;
             e.a.cmp(rcx, rax)?;
             e.host = super::emit::HostFlags::Stale;
@@ -458,7 +437,9 @@ pub fn emit_to_next(
             let mut on = e.a.create_label();
             e.a.jne(miss)?;
             if let Some(g) = guard {
-                page_guard(e, g, miss)?;
+                // (R8 no longer holds the last access's address: the next block forgets it
+                // anyway, `Emit::next_part`.)
+                super::check_page(e, (g.off, g.vpn, g.host), [(g.code_page, g.word)], miss)?;
             }
             e.a.jmp(on)?;
             e.a.set_label(&mut miss)?;
@@ -491,23 +472,6 @@ pub fn emit_to_next(
         _ if ins.is_jcc_short_or_near() => jcc_toward(e, ins, next),
         _ => emit(e, d, false, dead),
     }
-}
-
-/// The checks of `g` (clobbering R8, RAX and the host's flags), going to `fail` when one
-/// fails.
-fn page_guard(e: &mut Emit, g: PageGuard, fail: CodeLabel) -> Result<(), IcedError> {
-    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
-    for (at, value) in [(g.off, g.vpn), (g.off + 8, g.host)] {
-        e.a.mov(rax, value)?;
-        e.a.cmp(qword_ptr(r8 + at), rax)?;
-        e.a.jne(fail)?;
-    }
-    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_CODE_TABLE))?;
-    e.a.mov(rax, g.code_page.wrapping_mul(4))?;
-    e.a.cmp(dword_ptr(r8 + rax), g.word)?;
-    // (R8 no longer holds the last access's address: the next block forgets it anyway,
-    // `Emit::next_part`.)
-    e.a.jne(fail)
 }
 
 /// The rest of a RET whose return address is in RCX and whose pop read it through R8/R9
@@ -573,6 +537,15 @@ fn indirect_target(e: &mut Emit, ins: &Instruction, dst: AsmRegister64) -> Resul
         e.load_reg(dst, g)?;
     }
     canonical_or_defer(e, dst)
+}
+
+/// CALL r/m64 up to its jump: the target read first (its address may use RSP), in RDX
+/// across the push of the return address, then in RCX.
+fn call_indirect(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
+    indirect_target(e, ins, rdx)?;
+    let ret_ip = e.next_ip;
+    push(e, move |e| e.a.mov(rax, ret_ip))?;
+    e.a.mov(rcx, rdx)
 }
 
 /// A branch target in `target` that is not canonical leaves for the interpreter, which runs

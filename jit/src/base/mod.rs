@@ -138,7 +138,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
     // (`insn::emit_to_next`'s guard; the trace search takes another page only so, for the
     // function the call went to: `JitConfig::inline_calls`).
     let mut checked = vec![page(block)];
-    let mut guards: Vec<Option<insn::PageGuard>> = vec![None; parts.len()];
+    let mut guards: Vec<Option<chain::PageExpect>> = vec![None; parts.len()];
     for (p, b) in parts.iter().enumerate().skip(1) {
         let into_call = parts[p - 1]
             .insns
@@ -153,15 +153,8 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         }
         if !checked.contains(&page(b)) {
             checked.push(page(b));
-            let (off, vpn, host) = chain::exec_tlb_expect(b, t.ram_base);
-            let (code_page, word) = b.code_words().next().ok_or("a block in no page")?;
-            guards[p] = Some(insn::PageGuard {
-                off,
-                vpn,
-                host,
-                code_page,
-                word,
-            });
+            // (`covers`: a block in one page.)
+            guards[p] = Some(chain::page_expect(b, t.ram_base).ok_or("a block in no page")?);
         }
     }
     let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
@@ -211,30 +204,8 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     e.a.mov(rax, own)?;
     e.a.cmp(rdx, rax)?;
     e.a.je(body)?;
-    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
-    for (at, value) in [(off, vpn), (off + 8, want)] {
-        // (A value that is a sign-extended 32-bit immediate is compared as one.)
-        match i32::try_from(value as i64) {
-            Ok(imm) => e.a.cmp(qword_ptr(r8 + at), imm)?,
-            Err(_) => {
-                e.a.mov(rax, value)?;
-                e.a.cmp(qword_ptr(r8 + at), rax)?;
-            }
-        }
-        e.a.jne(fail)?;
-    }
-    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_CODE_TABLE))?;
-    for (page, word) in block.code_words() {
-        // (`covers` made sure the block is in one page.)
-        match i32::try_from(page.wrapping_mul(4)) {
-            Ok(off) => e.a.cmp(dword_ptr(r8 + off), word)?,
-            Err(_) => {
-                e.a.mov(rax, page.wrapping_mul(4))?;
-                e.a.cmp(dword_ptr(r8 + rax), word)?;
-            }
-        }
-        e.a.jne(fail)?;
-    }
+    // (`covers` made sure the block is in one page.)
+    check_page(e, (off, vpn, want), block.code_words(), fail)?;
     // (A failed check leaves from cold code: the checked entry falls through.)
     e.later(move |a| {
         a.set_label(&mut fail)?;
@@ -261,6 +232,42 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     match insn::first_flag_use(parts.iter().flat_map(|b| &b.insns)) {
         insn::FlagUse::Read => fold_incoming(e)?,
         insn::FlagUse::None | insn::FlagUse::Overwrite => e.record_live = true,
+    }
+    Ok(())
+}
+
+/// The checks a compiled function's entry makes of its page (also made on the way into a
+/// callee's page in a trace, `insn::emit_to_next`): the execute TLB entry at byte `off` has
+/// tag `vpn` and host field `host` (`chain::exec_tlb_expect`), and each code page of `words`
+/// has its code word; any that fails goes to `fail`. Clobbers R8, RAX and the host's flags.
+pub(super) fn check_page(
+    e: &mut Emit,
+    (off, vpn, host): (i32, u64, u64),
+    words: impl IntoIterator<Item = (u64, u32)>,
+    fail: CodeLabel,
+) -> Result<(), IcedError> {
+    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
+    for (at, value) in [(off, vpn), (off + 8, host)] {
+        // (A value that is a sign-extended 32-bit immediate is compared as one.)
+        match i32::try_from(value as i64) {
+            Ok(imm) => e.a.cmp(qword_ptr(r8 + at), imm)?,
+            Err(_) => {
+                e.a.mov(rax, value)?;
+                e.a.cmp(qword_ptr(r8 + at), rax)?;
+            }
+        }
+        e.a.jne(fail)?;
+    }
+    e.a.mov(r8, qword_ptr(rsi + Frame::OFF_CODE_TABLE))?;
+    for (page, word) in words {
+        match i32::try_from(page.wrapping_mul(4)) {
+            Ok(off) => e.a.cmp(dword_ptr(r8 + off), word)?,
+            Err(_) => {
+                e.a.mov(rax, page.wrapping_mul(4))?;
+                e.a.cmp(dword_ptr(r8 + rax), word)?;
+            }
+        }
+        e.a.jne(fail)?;
     }
     Ok(())
 }

@@ -106,11 +106,10 @@ struct Member {
     /// [`Member::guard`], and never by a direct jump from another page.
     page: (u64, u64),
     /// For a member on a page other than the entry's: what its page must still hold, checked
-    /// on every jump into it from another page — the execute TLB entry's offset, tag and host
-    /// field ([`crate::chain::exec_tlb_expect`]) and the page's code word (its number, the
-    /// word). `None` for the entry's page (the function's entry check covers it), and for a
-    /// member in more than one page, which is then not entered from another page at all.
-    guard: Option<(i32, u64, u64, u64, u32)>,
+    /// on every jump into it from another page ([`crate::chain::page_expect`]). `None` for
+    /// the entry's page (the function's entry check covers it), and for a member in more
+    /// than one page, which is then not entered from another page at all.
+    guard: Option<crate::chain::PageExpect>,
     /// The carried registers it starts with dirty (`region::dirty_on_entry`).
     entry_dirty: u32,
     /// Address of its last instruction: jumps to other members leave from there.
@@ -421,25 +420,7 @@ fn entry_check(
     b.ins().brif(skip, body, &[], check, &[]);
     b.seal_block(check);
     b.switch_to_block(check);
-    let tlb = ld(b, frame, Frame::OFF_TLB_EXEC);
-    // Constant offsets go into the loads (fewer IR instructions; the same host code).
-    let tag = ld(b, tlb, off);
-    let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
-    // The entry's host field: the page's host address in RAM minus its linear address.
-    let host = ld(b, tlb, off + 8);
-    let c = b.ins().icmp_imm_s(IntCC::Equal, host, want as i64);
-    ok = b.ins().band(ok, c);
-    let table = ld(b, frame, Frame::OFF_CODE_TABLE);
-    for (page, word) in entry.code_words() {
-        let off = page.wrapping_mul(4);
-        let (base, off) = match i32::try_from(off) {
-            Ok(o) => (table, o),
-            Err(_) => (b.ins().iadd_imm_s(table, off as i64), 0),
-        };
-        let w = b.ins().uload32(host_mem(), base, off);
-        let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
-        ok = b.ins().band(ok, c);
-    }
+    let ok = page_ok(b, frame, (off, vpn, want), entry.code_words());
     b.ins().brif(ok, body, &[], fail, &[]);
     b.seal_block(fail);
     b.seal_block(body);
@@ -450,6 +431,41 @@ fn entry_check(
     b.ins().return_(&[word]);
     b.switch_to_block(body);
     FLAG_RECORD.map(|off| ld(b, frame, off))
+}
+
+/// Whether the page checks of a function's entry hold (also made on the way into a member in
+/// another page, `Lower::enterable`): the execute TLB entry at byte `off` has tag `vpn` and
+/// host field `host` — the page's host address in RAM minus its linear address
+/// (`chain::exec_tlb_expect`) — and each code page of `words` has its code word.
+fn page_ok(
+    b: &mut FunctionBuilder<'_>,
+    frame: Value,
+    (off, vpn, host): (i32, u64, u64),
+    words: impl IntoIterator<Item = (u64, u32)>,
+) -> Value {
+    // Constant offsets go into the loads (fewer IR instructions; the same host code).
+    let tlb = b
+        .ins()
+        .load(types::I64, host_mem(), frame, Frame::OFF_TLB_EXEC);
+    let tag = b.ins().load(types::I64, host_mem(), tlb, off);
+    let mut ok = b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
+    let h = b.ins().load(types::I64, host_mem(), tlb, off + 8);
+    let c = b.ins().icmp_imm_s(IntCC::Equal, h, host as i64);
+    ok = b.ins().band(ok, c);
+    let table = b
+        .ins()
+        .load(types::I64, host_mem(), frame, Frame::OFF_CODE_TABLE);
+    for (page, word) in words {
+        let off = page.wrapping_mul(4);
+        let (base, off) = match i32::try_from(off) {
+            Ok(o) => (table, o),
+            Err(_) => (b.ins().iadd_imm_s(table, off as i64), 0),
+        };
+        let w = b.ins().uload32(host_mem(), base, off);
+        let c = b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
+        ok = b.ins().band(ok, c);
+    }
+    ok
 }
 
 /// The entry block's virtual page and its check word (`chain::block_check`), when the block
@@ -548,14 +564,9 @@ pub fn lower_region(
             let rip = crate::region::start(blk);
             let flags_dead = first_overwrites_flags(blk);
             let page = page_of(blk);
-            let words: Vec<(u64, u32)> = blk.code_words().collect();
-            let guard = match words[..] {
-                [(p, w)] if page != home => {
-                    let (off, vpn, host) = crate::chain::exec_tlb_expect(blk, ram_base);
-                    Some((off, vpn, host, p, w))
-                }
-                _ => None,
-            };
+            let guard = (page != home)
+                .then(|| crate::chain::page_expect(blk, ram_base))
+                .flatten();
             Member {
                 rip,
                 len: blk.insns.len() as u64,
@@ -1065,27 +1076,9 @@ impl Lower<'_> {
         if page == home || page == here {
             return Some(());
         }
-        let (off, vpn, host, code_page, word) = self.members[m].guard?;
-        let tlb = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), self.frame, Frame::OFF_TLB_EXEC);
-        let tag = self.b.ins().load(types::I64, host_mem(), tlb, off);
-        let mut ok = self.b.ins().icmp_imm_s(IntCC::Equal, tag, vpn as i64);
-        let h = self.b.ins().load(types::I64, host_mem(), tlb, off + 8);
-        let c = self.b.ins().icmp_imm_s(IntCC::Equal, h, host as i64);
-        ok = self.b.ins().band(ok, c);
-        let table = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), self.frame, Frame::OFF_CODE_TABLE);
-        let at = self
-            .b
-            .ins()
-            .iadd_imm_s(table, code_page.wrapping_mul(4) as i64);
-        let w = self.b.ins().uload32(host_mem(), at, 0);
-        let c = self.b.ins().icmp_imm_s(IntCC::Equal, w, word as i64);
-        ok = self.b.ins().band(ok, c);
+        let g = self.members[m].guard?;
+        let words = [(g.code_page, g.word)];
+        let ok = page_ok(&mut self.b, self.frame, (g.off, g.vpn, g.host), words);
         let pass = self.b.create_block();
         self.b.ins().brif(ok, pass, &[], miss, &[]);
         self.b.seal_block(pass);
