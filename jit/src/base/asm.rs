@@ -8,6 +8,7 @@
 //! compile time. A list this pass does not handle (a RIP-relative operand, a branch that is
 //! not a JMP/Jcc/CALL to a label) goes to iced's assembler as before.
 
+use super::encode;
 use iced_x86::code_asm::CodeAssembler;
 use iced_x86::{Code, Encoder, IcedError, Instruction, OpKind};
 
@@ -90,9 +91,9 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
         }
         at[id] = k;
     }
-    let mut enc = Encoder::new(64);
+    let mut enc = None;
+    let mut bytes = Vec::with_capacity(instrs.len() * 5);
     let mut pieces = Vec::with_capacity(instrs.len());
-    let mut start = 0;
     for ins in instrs {
         if ins.op_count() >= 1 && ins.op0_kind() == OpKind::NearBranch64 {
             let to = at
@@ -113,11 +114,20 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
         if ins.is_ip_rel_memory_operand() {
             return Ok(None);
         }
-        let len = enc.encode(ins, 0)?;
-        pieces.push(Piece::Bytes { start, len });
-        start += len;
+        let start = bytes.len();
+        if !encode::encode(ins, &mut bytes) {
+            // iced's encoder appends to the buffer it is given.
+            let e = enc.get_or_insert_with(|| Encoder::new(64));
+            e.set_buffer(std::mem::take(&mut bytes));
+            let r = e.encode(ins, 0);
+            bytes = e.take_buffer();
+            r?;
+        }
+        pieces.push(Piece::Bytes {
+            start,
+            len: bytes.len() - start,
+        });
     }
-    let bytes = enc.take_buffer();
     // The all-near layout, then short branches where that layout's distance fits.
     let layout = |pieces: &[Piece]| -> Vec<usize> {
         let mut off = Vec::with_capacity(pieces.len() + 1);
@@ -148,18 +158,24 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
         match *p {
             Piece::Bytes { start, len } => code.extend_from_slice(&bytes[start..start + len]),
             Piece::Branch {
-                mut near,
-                to,
-                short,
-                ..
+                near, to, short, ..
             } => {
-                if short {
-                    near.as_short_branch();
+                let end = off[k + 1] as i64;
+                let rel = off[to] as i64 - end;
+                let cc = near.condition_code() as u8; // 0: none, 1..=16: O..G
+                match (near.code(), short) {
+                    (Code::Call_rel32_64, _) => code.push(0xE8),
+                    (Code::Jmp_rel32_64, false) => code.push(0xE9),
+                    (Code::Jmp_rel32_64, true) => code.push(0xEB),
+                    (_, false) => code.extend_from_slice(&[0x0F, 0x80 + cc - 1]),
+                    (_, true) => code.push(0x70 + cc - 1),
                 }
-                near.set_near_branch64(off[to] as u64);
-                let len = enc.encode(&near, off[k] as u64)?;
-                code.extend_from_slice(&enc.take_buffer());
-                debug_assert_eq!(len, off[k + 1] - off[k]);
+                if short {
+                    code.push(rel as i8 as u8);
+                } else {
+                    code.extend_from_slice(&(rel as i32).to_le_bytes());
+                }
+                debug_assert_eq!(code.len(), off[k + 1]);
             }
         }
     }
@@ -172,7 +188,7 @@ mod tests {
     use iced_x86::code_asm::*;
 
     /// The same instructions as iced's assembler, with every branch reaching its label: short
-    /// ones, near ones (over 200 bytes of code), backward, forward and a CALL.
+    /// ones, near ones (over 200 bytes of code), backward, forward, every condition and a CALL.
     #[test]
     fn branches_reach_their_labels_as_with_iceds_assembler() {
         let build = || -> Result<CodeAssembler, IcedError> {
@@ -193,6 +209,25 @@ mod tests {
                 a.mov(qword_ptr(rdi + 8 * k), rax)?;
             }
             a.jb(top)?;
+            // Every condition, short and near, backward and forward.
+            for target in [top, near, far] {
+                a.jo(target)?;
+                a.jno(target)?;
+                a.jb(target)?;
+                a.jae(target)?;
+                a.je(target)?;
+                a.jne(target)?;
+                a.jbe(target)?;
+                a.ja(target)?;
+                a.js(target)?;
+                a.jns(target)?;
+                a.jp(target)?;
+                a.jnp(target)?;
+                a.jl(target)?;
+                a.jge(target)?;
+                a.jle(target)?;
+                a.jg(target)?;
+            }
             a.set_label(&mut far)?;
             a.mov(rax, 0x1234_5678_9abc_def0u64)?;
             a.jmp(top)?;

@@ -25,6 +25,7 @@
 mod asm;
 mod bit;
 mod emit;
+mod encode;
 pub mod insn;
 mod muldiv;
 mod shift;
