@@ -478,6 +478,13 @@ fn fmt_opt(v: Option<f64>, suffix: &str) -> String {
     v.map_or("-".into(), |x| format!("{x:.1}{suffix}"))
 }
 
+/// A ratio against qemu, to two decimals: the target is a ratio above 1.0 per program and
+/// 1.5 in the geometric mean, which one decimal would round across (0.96 and 1.04 both
+/// "1.0x").
+fn fmt_ratio2(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.2}x"))
+}
+
 fn fmt_count(n: u64) -> String {
     let digits = n.to_string();
     let groups: Vec<&str> = digits
@@ -538,7 +545,7 @@ fn to_table(rows: &[Row], runs: usize, qemu_note: &str) -> String {
             fmt_opt(r.mips(r.interp), ""),
             fmt_opt(r.mips(r.jit), ""),
             fmt_opt(Row::ratio(r.jit, r.native), "x"),
-            fmt_opt(Row::ratio(r.qemu, r.jit), "x"),
+            fmt_ratio2(Row::ratio(r.qemu, r.jit)),
             fmt_opt(Row::ratio(r.interp, r.jit), "x"),
             r.stat("compiled")
                 .map_or("-".into(), |x| fmt_count(x as u64)),
@@ -584,7 +591,7 @@ fn to_table(rows: &[Row], runs: usize, qemu_note: &str) -> String {
     let _ = writeln!(
         out,
         "geometric mean: qemu/jit {}, interp/jit {}",
-        fmt_opt(geomean(rows.iter().map(|r| Row::ratio(r.qemu, r.jit))), "x"),
+        fmt_ratio2(geomean(rows.iter().map(|r| Row::ratio(r.qemu, r.jit)))),
         fmt_opt(
             geomean(rows.iter().map(|r| Row::ratio(r.interp, r.jit))),
             "x"
@@ -722,7 +729,7 @@ mod tests {
         assert!(t.contains("200,000,000"), "{t}");
         assert!(t.contains("100.0") && t.contains("4000.0"), "{t}"); // MIPS
         assert!(
-            t.contains("5.0x") && t.contains("2.0x") && t.contains("40.0x"),
+            t.contains("5.0x") && t.contains("2.00x") && t.contains("40.0x"),
             "{t}"
         );
         assert!(
@@ -734,7 +741,7 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("geometric mean: qemu/jit 2.0x, interp/jit 40.0x"),
+            t.contains("geometric mean: qemu/jit 2.00x, interp/jit 40.0x"),
             "{t}"
         );
         assert!(t.contains("note: bad: lockstep: exit code 2"), "{t}");
