@@ -6,6 +6,7 @@ pub mod boot;
 pub mod bootbench;
 pub mod devices;
 pub mod difftest;
+pub mod host_heap;
 pub mod initramfs;
 pub mod machine;
 pub mod seed;

@@ -40,6 +40,7 @@ enum Cmd {
 }
 
 fn main() {
+    lockstep::host_heap::prefer_huge_pages();
     let cli = Cli::parse();
     let code = match cli.cmd {
         None => lockstep::machine::cli::main(cli.boot),
