@@ -30,10 +30,22 @@ fn io_errno(e: &std::io::Error) -> i64 {
 
 /// Send bytes to the host's stdout or stderr at once, so that the interleaving of the two
 /// streams is the guest's.
+/// Stdout is written past Rust's line buffer (flushed first, under its lock), so that one
+/// guest write is one host write when the host takes it whole: through the `LineWriter` a
+/// guest's 4 KiB write of text became two (up to its last newline, then the rest) — libm's
+/// run made 928 writes for the 469 it makes natively.
 fn host_write(fd: u64, data: &[u8]) -> Result<(), i64> {
     let r = if fd == 1 {
         let mut o = std::io::stdout().lock();
-        o.write_all(data).and_then(|_| o.flush())
+        o.flush().and_then(|_| {
+            use std::os::fd::{AsRawFd, FromRawFd};
+            // SAFETY: the descriptor is the process's stdout, open for its whole life (Rust's
+            // `Stdout` holds it the same way); `ManuallyDrop` keeps this `File` from closing
+            // it. The stdout lock is held, so nothing else writes in between.
+            let mut f =
+                std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(o.as_raw_fd()) });
+            f.write_all(data)
+        })
     } else {
         let mut e = std::io::stderr().lock();
         e.write_all(data).and_then(|_| e.flush())
