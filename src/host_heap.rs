@@ -1,5 +1,6 @@
-//! The host process's own heap in transparent huge pages (Linux, glibc): host-side only,
-//! nothing the guest can observe depends on it.
+//! The host process's own heap in transparent huge pages (Linux, glibc), and the switch
+//! for huge pages under user mode's guest RAM too (`GuestRam::prefer_huge_pages`): host-side
+//! only, nothing the guest can observe depends on either.
 //!
 //! A short run faults in thousands of fresh heap pages for the JIT's work (Cranelift's and
 //! regalloc2's arenas, the translation tables, decoded blocks): `recursion` took 2,880 page
@@ -18,11 +19,17 @@ pub const RESERVE: usize = 30 << 20;
 
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Whether huge pages are wanted: unless `LOCKSTEP_HUGE_PAGES=0` (for measuring their
+/// effect).
+pub fn huge_pages_wanted() -> bool {
+    std::env::var_os("LOCKSTEP_HUGE_PAGES").is_none_or(|v| v != "0")
+}
+
 /// Prepare the heap as above; call once, first thing in `main`, before other threads exist.
-/// Does nothing when `LOCKSTEP_HUGE_HEAP=0`. Without transparent huge pages (or outside
+/// Does nothing when [`huge_pages_wanted`] says no. Without transparent huge pages (or outside
 /// glibc) the advice is ignored and nothing changes but the thresholds below.
 pub fn prefer_huge_pages() {
-    if std::env::var_os("LOCKSTEP_HUGE_HEAP").is_some_and(|v| v == "0") {
+    if !huge_pages_wanted() {
         return;
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

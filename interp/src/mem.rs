@@ -66,6 +66,17 @@ impl GuestRam {
         })
     }
 
+    /// Ask the host to back this RAM with transparent huge pages (`MADV_HUGEPAGE`; a hint,
+    /// host-side only: nothing the guest sees changes, and a host without them ignores it).
+    /// Meant for RAM used densely from its start, as user mode hands out physical frames in
+    /// order: one 2 MiB host page fault then covers 512 guest pages (heap's run: 8,167 host
+    /// page faults → 679, ~5–11% less time). Not for a machine's RAM, which a kernel touches
+    /// scattered over its whole size: each 2 MiB touched would be zeroed whole.
+    pub fn prefer_huge_pages(&self) {
+        #[cfg(target_os = "linux")]
+        let _ = self.map.advise(memmap2::Advice::HugePage);
+    }
+
     #[inline]
     pub fn size(&self) -> u64 {
         self.size

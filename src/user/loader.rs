@@ -271,6 +271,10 @@ pub struct Setup<'a> {
 pub fn load(s: &Setup) -> Result<(Guest, Image), LoadError> {
     let elf = Elf::parse(s.file)?;
     let mut ram = GuestRam::new(s.ram_bytes).map_err(|_| LoadError::TooBig)?;
+    // Frames are handed out in order (`memory::Frames`): the RAM is used densely.
+    if crate::host_heap::huge_pages_wanted() {
+        ram.prefer_huge_pages();
+    }
     let mut mm = AddressSpace::new(&mut ram)?;
     let image = load_segments(&mut mm, &mut ram, &elf, s.file)?;
     mm.init_brk(image.brk_start);
