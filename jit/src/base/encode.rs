@@ -301,27 +301,20 @@ fn spec_of(code: Code) -> Option<Spec> {
     }
 }
 
-/// `0F 90+cc`, by condition code.
-const SETCC: [[u8; 2]; 16] = {
+/// `0F base+cc` for each condition code `cc`.
+const fn cc_opcodes(base: u8) -> [[u8; 2]; 16] {
     let mut t = [[0x0F, 0]; 16];
     let mut cc = 0;
     while cc < 16 {
-        t[cc][1] = 0x90 + cc as u8;
+        t[cc][1] = base + cc as u8;
         cc += 1;
     }
     t
-};
+}
 
-/// `0F 40+cc`, by condition code.
-const CMOVCC: [[u8; 2]; 16] = {
-    let mut t = [[0x0F, 0]; 16];
-    let mut cc = 0;
-    while cc < 16 {
-        t[cc][1] = 0x40 + cc as u8;
-        cc += 1;
-    }
-    t
-};
+/// SETcc's opcodes (`0F 90+cc`) and CMOVcc's (`0F 40+cc`), by condition code.
+const SETCC: [[u8; 2]; 16] = cc_opcodes(0x90);
+const CMOVCC: [[u8; 2]; 16] = cc_opcodes(0x40);
 
 /// The condition code of a `SETcc r/m8`.
 fn setcc(code: Code) -> Option<u8> {
