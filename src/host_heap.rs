@@ -9,7 +9,7 @@
 //! is in huge pages unless asked for (`transparent_hugepage/enabled` is `madvise` on most
 //! distributions). [`prefer_huge_pages`] grows the main heap by [`RESERVE`] at start, marks
 //! that range `MADV_HUGEPAGE` and gives it back to the allocator, which then carves later
-//! allocations out of it: the same run takes ~1,000 faults, 5% less time (docs/jit.md,
+//! allocations out of it: the same run takes ~800 faults, 5% less time (docs/jit.md,
 //! "Host memory").
 
 /// How much of the heap is reserved (address space only: a 2 MiB page is backed when first

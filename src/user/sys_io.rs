@@ -30,6 +30,7 @@ fn io_errno(e: &std::io::Error) -> i64 {
 
 /// Send bytes to the host's stdout or stderr at once, so that the interleaving of the two
 /// streams is the guest's.
+///
 /// Stdout is written past Rust's line buffer (flushed first, under its lock), so that one
 /// guest write is one host write when the host takes it whole: through the `LineWriter` a
 /// guest's 4 KiB write of text became two (up to its last newline, then the rest) — libm's
