@@ -556,12 +556,7 @@ impl Emit {
             }
             _ => self.later(move |a| {
                 a.set_label(&mut l)?;
-                if let Some(c) = pending {
-                    merge(a, c, record_live)?;
-                }
-                if mx {
-                    super::simd::merge_mxcsr(a)?;
-                }
+                merges(a, (pending, record_live, mx))?;
                 exit_word(a, status, ip, k)
             }),
         }
@@ -577,15 +572,9 @@ impl Emit {
         }
         let mut l = self.a.create_label();
         self.tails.push((key, l));
-        let (pending, record_live, mx) = key;
         self.later(move |a| {
             a.set_label(&mut l)?;
-            if let Some(c) = pending {
-                merge(a, c, record_live)?;
-            }
-            if mx {
-                super::simd::merge_mxcsr(a)?;
-            }
+            merges(a, key)?;
             a.mov(rax, rcx)?;
             a.ret()
         });
@@ -784,6 +773,19 @@ pub(super) fn merge_raw_record(a: &mut CodeAssembler) -> Result<(), IcedError> {
         clear: STATUS,
     };
     merge(a, all, true)
+}
+
+/// The merges a cold exit makes before its exit word (`key` as in [`Emit::shared_tail`]): the
+/// pending capture into the flags (with the incoming record live or not), then the host's
+/// MXCSR flags into the guest's.
+fn merges(a: &mut CodeAssembler, (pending, record_live, mx): TailKey) -> Result<(), IcedError> {
+    if let Some(c) = pending {
+        merge(a, c, record_live)?;
+    }
+    if mx {
+        super::simd::merge_mxcsr(a)?;
+    }
+    Ok(())
 }
 
 /// Merge the flags captured in R10 into RFLAGS: `set` taken from them, the rest of `clear`

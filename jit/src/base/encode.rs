@@ -236,14 +236,6 @@ fn spec_of(code: Code) -> Option<Spec> {
     );
     // Shifts and rotates by an immediate: C1 /ext ib.
     let shift = |w: bool, s: Size, ext: u8| spec(&[0xC1], w, s, s, Mi(ext, B));
-    // SETcc r/m8: 0F 90+cc /0; CMOVcc r,r/m: 0F 40+cc.
-    if let Some(cc) = setcc(code) {
-        return spec(&SETCC[cc as usize], false, B8, B8, M(0));
-    }
-    if let Some((cc, w)) = cmovcc(code) {
-        let s = if w { Q64 } else { D32 };
-        return spec(&CMOVCC[cc as usize], w, s, s, Rm);
-    }
     match code {
         Code::Mov_rm64_r64 => spec(&[0x89], true, Q64, Q64, Mr),
         Code::Mov_rm32_r32 => spec(&[0x89], false, D32, D32, Mr),
@@ -297,7 +289,16 @@ fn spec_of(code: Code) -> Option<Spec> {
         Code::Retnq => spec(&[0xC3], false, Q64, Q64, Z),
         Code::Lahf => spec(&[0x9F], false, Q64, Q64, Z),
         Code::Sahf => spec(&[0x9E], false, Q64, Q64, Z),
-        _ => None,
+        // SETcc r/m8: 0F 90+cc /0; CMOVcc r,r/m: 0F 40+cc (looked up last: the table scans
+        // stay off the path of the common forms above).
+        _ => {
+            if let Some(cc) = setcc(code) {
+                return spec(&SETCC[cc as usize], false, B8, B8, M(0));
+            }
+            let (cc, w) = cmovcc(code)?;
+            let s = if w { Q64 } else { D32 };
+            spec(&CMOVCC[cc as usize], w, s, s, Rm)
+        }
     }
 }
 
