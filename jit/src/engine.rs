@@ -86,6 +86,12 @@ pub struct JitConfig {
     /// (~1–4 ms of Cranelift each); measured in docs/jit.md ("Loops to the baseline tier
     /// first", session 40).
     pub loops_base_first: bool,
+    /// A member of such a loop that becomes due for a compile from the dispatcher (a way the
+    /// head's trace does not take) is compiled by the baseline tier alone — no trace, no
+    /// loop, no run counter — and goes on to the head's function through a chained exit,
+    /// instead of promoting the head's region at once: the loop's rounds keep counting at
+    /// the head, and a loop that runs only some thousand rounds never pays for a region.
+    pub members_alone: bool,
     /// A baseline trace or a loop region may take in the function an indirect near CALL of
     /// it went to while the calling block was interpreted (the same target on
     /// [`INLINE_CALL_RUNS`] runs in a row), even in another code page: the call then goes on
@@ -147,6 +153,7 @@ impl Default for JitConfig {
             fp_loops_base: true,
             call_loops_base: true,
             loops_base_first: true,
+            members_alone: true,
             inline_calls: true,
             recursive_regions: true,
             count_chains: true,
@@ -630,6 +637,9 @@ impl Jit {
         }
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_LOOPS_BASE_FIRST") {
             config.loops_base_first = v == "1";
+        }
+        if let Ok(v) = std::env::var("LOCKSTEP_JIT_MEMBERS_ALONE") {
+            config.members_alone = v == "1";
         }
         if let Ok(v) = std::env::var("LOCKSTEP_JIT_INLINE_CALLS") {
             config.inline_calls = v == "1";
@@ -1383,9 +1393,12 @@ impl Jit {
         {
             return Compile::PageFull;
         }
+        let mut member_alone = false;
         if allow_base {
             if let Some(head) = self.base_first_members.get(key).copied() {
-                if let Some(out) = self.promote_head(key, &head, ram) {
+                if self.config.members_alone && self.base_first_regions.contains_key(&head) {
+                    member_alone = true;
+                } else if let Some(out) = self.promote_head(key, &head, ram) {
                     return out;
                 }
             }
@@ -1395,9 +1408,15 @@ impl Jit {
         } else {
             self.base_first_region(key, ram)
         };
-        let (mut region, mut recursive) = match kept {
-            Some(r) => (r, false),
-            None => self.region_of(key, ram),
+        let alone = if member_alone {
+            self.base_first_members.remove(key);
+            self.entry(key).map(|e| vec![e.block.clone()])
+        } else {
+            None
+        };
+        let (mut region, mut recursive) = match (kept, alone) {
+            (Some(r), _) | (None, Some(r)) => (r, false),
+            (None, None) => self.region_of(key, ram),
         };
         let mut looped =
             recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
@@ -1462,7 +1481,12 @@ impl Jit {
             recursive = false;
         }
         let blocks: Vec<&Block> = region.iter().map(|b| &**b).collect();
-        let trace = if allow_base && self.config.baseline && blocks.len() == 1 && !looped {
+        let trace = if allow_base
+            && self.config.baseline
+            && blocks.len() == 1
+            && !looped
+            && !member_alone
+        {
             self.base_trace(key, &region[0], ram)
         } else {
             Vec::new()
@@ -1476,7 +1500,7 @@ impl Jit {
             looped,
             allow_base.then_some(BaseRequest {
                 trace: &trace,
-                promote: !base_loop,
+                promote: !base_loop && !member_alone,
                 promote_short: recursion_first,
             }),
             ram.bytes().as_ptr() as u64,

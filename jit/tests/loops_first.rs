@@ -1,7 +1,8 @@
 //! Loops to the baseline tier first (`JitConfig::loops_base_first`): a loop goes to the
 //! baseline tier at the threshold and its Cranelift region comes with the promotion — when
-//! its run counter runs out, or when another block of the loop reaches the threshold, which
-//! promotes the loop's head rather than compiling a loop entered mid-body.
+//! its run counter runs out. Another block of the loop that reaches the threshold from the
+//! dispatcher is compiled alone, without a loop or a counter (`JitConfig::members_alone`),
+//! or, with that off, promotes the loop's head; either way no loop entered mid-body.
 
 mod common;
 
@@ -104,31 +105,61 @@ fn a_loop_runs_baseline_first_then_its_region() {
     assert_eq!(jit2.stats.promoted, 0, "{}", jit2.stats.summary());
 }
 
-/// With a run counter that never runs out here, the side block reaching the threshold from
-/// the dispatcher promotes the loop: one Cranelift region (the head's), not a second
-/// baseline-first loop entered at the side block.
+/// With a run counter that never runs out here and `members_alone` off, the side block
+/// reaching the threshold from the dispatcher promotes the loop: one Cranelift region (the
+/// head's), not a second baseline-first loop entered at the side block.
 #[test]
 fn a_member_reaching_the_threshold_promotes_the_head() {
     let code = program(3000);
     let config = JitConfig {
         threshold: 8,
         promote: 1 << 30,
+        members_alone: false,
         ..baseline_config()
     };
-    let (_, jit, exit) = compare(&code, &[1 << 20], config, &|_| {});
+    let (_, jit, exit) = compare(&code, &[1 << 20], config.clone(), &|_| {});
     assert!(ran_to_hlt(&exit), "{exit:?}");
     assert_eq!(jit.stats.promoted, 1, "{}", jit.stats.summary());
     assert_eq!(cranelift_compiles(&jit), 1, "{}", jit.stats.summary());
-    let v = common::verified_to_hlt(
-        &code,
-        JitConfig {
-            threshold: 8,
-            promote: 1 << 30,
-            ..baseline_config()
-        },
-        1 << 20,
-    );
+    let v = common::verified_to_hlt(&code, config, 1 << 20);
     assert!(v.jit.stats.promoted >= 1, "{}", v.jit.stats.summary());
+}
+
+/// With `members_alone` (the default), the side block reaching the threshold gets a baseline
+/// function of its own — no loop, no counter, no Cranelift — and the loop goes round
+/// through chained jumps between it and the head's; the head's counter, counted down by
+/// every entry, still promotes the loop to one Cranelift region (the head's). Results and
+/// every stopping point match the interpreter's; `Verify` finds nothing.
+#[test]
+fn a_member_reaching_the_threshold_is_compiled_alone() {
+    let code = program(3000);
+    let config = JitConfig {
+        threshold: 8,
+        promote: 1 << 30,
+        ..baseline_config()
+    };
+    assert!(config.members_alone);
+    let (m, jit, exit) = compare(&code, &[1 << 20], config.clone(), &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    assert_eq!(jit.stats.promoted, 0, "{}", jit.stats.summary());
+    assert_eq!(cranelift_compiles(&jit), 0, "{}", jit.stats.summary());
+    // The head's function and the side block's, at least.
+    assert!(jit.stats.baseline >= 2, "{}", jit.stats.summary());
+    assert!(jit.stats.chained_runs >= 1000, "{}", jit.stats.summary());
+    let (m1, _, _) = compare(&code, &short_slices(), config.clone(), &|_| {});
+    assert_eq!(m1.gpr(reg::R8), m.gpr(reg::R8));
+    let v = common::verified_to_hlt(&code, config, 1 << 20);
+    assert_eq!(v.jit.stats.promoted, 0, "{}", v.jit.stats.summary());
+    // A counter that runs out: the head is promoted, to one region.
+    let config = JitConfig {
+        threshold: 8,
+        promote: 500,
+        ..baseline_config()
+    };
+    let (m2, jit2, _) = compare(&code, &[1 << 20], config, &|_| {});
+    assert_eq!(m2.gpr(reg::R8), m.gpr(reg::R8));
+    assert_eq!(jit2.stats.promoted, 1, "{}", jit2.stats.summary());
+    assert_eq!(cranelift_compiles(&jit2), 1, "{}", jit2.stats.summary());
 }
 
 /// `Verify` over the whole run with promotions from the run counter (every dispatch makes

@@ -40,10 +40,49 @@ impl Piece {
 /// The code of `a`'s instructions at address 0 (what `a.assemble(0)` makes, except that
 /// branch sizes may differ).
 pub fn assemble(a: &mut CodeAssembler) -> Result<Vec<u8>, IcedError> {
-    match fast(a.instructions())? {
+    match fast(&forward_reloads(a.instructions()))? {
         Some(code) => Ok(code),
         None => a.assemble(0),
     }
+}
+
+/// `instrs` without the reloads of a value just stored: a 64-bit load from the memory operand
+/// the instruction before stored a 64-bit register to (the same base register, no index, the
+/// same displacement) becomes a register move, or nothing when it loads the register it
+/// stored. Each guest instruction in the tier loads its operands from `CpuState` and stores
+/// its result there, so the next one often reloads what was just stored. Only where no label
+/// sits on the load (no other path reaches it), so the register still holds the value.
+fn forward_reloads(instrs: &[Instruction]) -> Vec<Instruction> {
+    let mut out: Vec<Instruction> = Vec::with_capacity(instrs.len());
+    for ins in instrs {
+        if let Some(prev) = out.last() {
+            if ins.ip() == 0 && ins.code() == Code::Mov_r64_rm64 && stored_slot(prev, ins) {
+                let (dst, src) = (ins.op0_register(), prev.op1_register());
+                if dst != src {
+                    out.push(Instruction::with2(Code::Mov_r64_rm64, dst, src).unwrap_or(*ins));
+                }
+                continue;
+            }
+        }
+        out.push(*ins);
+    }
+    out
+}
+
+/// Whether `store` is `mov [base + disp], r64` and `load` reads the same qword (`mov r64,
+/// [base + disp]`, same segment, no index on either).
+fn stored_slot(store: &Instruction, load: &Instruction) -> bool {
+    use iced_x86::Register;
+    store.code() == Code::Mov_rm64_r64
+        && store.op0_kind() == OpKind::Memory
+        && load.op1_kind() == OpKind::Memory
+        && store.memory_index() == Register::None
+        && load.memory_index() == Register::None
+        && store.memory_base() == load.memory_base()
+        && store.memory_base() != Register::RIP
+        && store.memory_base() != Register::None
+        && store.memory_displacement64() == load.memory_displacement64()
+        && store.segment_prefix() == load.segment_prefix()
 }
 
 /// A branch to a label: its instruction with the near form's code, or `None` for anything
@@ -269,5 +308,59 @@ mod tests {
         a.set_label(&mut l).unwrap();
         a.ret().unwrap();
         assert!(fast(a.instructions()).unwrap().is_none());
+    }
+
+    /// A reload of the qword just stored becomes a register move (or nothing, into the same
+    /// register); a load with a label on it, one of another slot, one after anything but the
+    /// store, or a narrower one stays.
+    #[test]
+    fn reloads_of_a_just_stored_slot_are_forwarded() {
+        let listing = |a: &CodeAssembler| -> Vec<String> {
+            super::forward_reloads(a.instructions())
+                .iter()
+                .map(|i| format!("{i}"))
+                .collect()
+        };
+        let mut a = CodeAssembler::new(64).unwrap();
+        a.mov(qword_ptr(rdi + 0x30), rax).unwrap();
+        a.mov(rax, qword_ptr(rdi + 0x30)).unwrap();
+        a.mov(rcx, qword_ptr(rdi + 0x30)).unwrap();
+        a.mov(qword_ptr(rdi + 0x60), rcx).unwrap();
+        a.mov(r8, qword_ptr(rdi + 0x60)).unwrap();
+        a.mov(qword_ptr(rdi + 8), rdx).unwrap();
+        a.mov(rdx, qword_ptr(rdi + 0x10)).unwrap();
+        a.mov(qword_ptr(rdi + 8), rdx).unwrap();
+        a.mov(rdx, qword_ptr(rsi + 8)).unwrap();
+        a.mov(qword_ptr(rdi + 8), rdx).unwrap();
+        a.mov(edx, dword_ptr(rdi + 8)).unwrap();
+        a.mov(qword_ptr(rdi + 8), rdx).unwrap();
+        a.mov(rdx, qword_ptr(rdi + rcx + 8)).unwrap();
+        a.mov(qword_ptr(rdi + 8), rdx).unwrap();
+        let mut l = a.create_label();
+        a.set_label(&mut l).unwrap();
+        a.mov(rax, qword_ptr(rdi + 8)).unwrap();
+        a.jne(l).unwrap();
+        assert_eq!(
+            listing(&a),
+            [
+                "mov [rdi+30h],rax",
+                "mov rcx,rax",
+                "mov [rdi+60h],rcx",
+                "mov r8,rcx",
+                "mov [rdi+8],rdx",
+                "mov rdx,[rdi+10h]",
+                "mov [rdi+8],rdx",
+                "mov rdx,[rsi+8]",
+                "mov [rdi+8],rdx",
+                "mov edx,[rdi+8]",
+                "mov [rdi+8],rdx",
+                "mov rdx,[rdi+rcx+8]",
+                "mov [rdi+8],rdx",
+                "mov rax,[rdi+8]",
+                "jne short 1",
+            ]
+        );
+        // And the code still assembles, the branch reaching its label.
+        assert!(super::assemble(&mut a).is_ok());
     }
 }
