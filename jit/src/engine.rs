@@ -60,8 +60,10 @@ pub struct JitConfig {
     /// Runs (entries into its code) after which a baseline function is compiled again by
     /// Cranelift, whose code is faster for hot blocks; 0: never (see `ret::PROMOTE`).
     pub promote: u32,
-    /// Baseline functions of fewer instructions are never promoted: for short blocks the
-    /// baseline code (no frame, no register loads at entry) is as fast as lifted code.
+    /// Baseline functions of fewer instructions are never promoted (loops and functions that
+    /// call themselves are, whatever their length). Default `usize::MAX`: only those —
+    /// a block outside loops runs about as fast in the baseline tier as lifted, without
+    /// its counter at every entry or the Cranelift compile (docs/jit.md, "Promotion").
     pub promote_min_insns: usize,
     /// Most blocks in a baseline trace (`crate::base::compile`): a block the baseline tier
     /// takes is compiled together with up to this many minus one blocks of its page that
@@ -148,7 +150,7 @@ impl Default for JitConfig {
             // callgrind, whole bench runs.
             baseline: true,
             promote: 50_000,
-            promote_min_insns: 8,
+            promote_min_insns: usize::MAX,
             base_trace: 4,
             fp_loops_base: true,
             call_loops_base: true,

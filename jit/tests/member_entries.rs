@@ -76,10 +76,15 @@ fn program() -> Vec<u8> {
     })
 }
 
+/// The inner loop goes to the baseline tier first, and `mid` or `tail` reaching the
+/// threshold from outside promotes it to a region (`members_alone` off: with it on, each
+/// would get a baseline function of its own, see `loops_first.rs`), whose other members
+/// then become member entries.
 fn config() -> JitConfig {
     JitConfig {
         threshold: 40,
         batch: 1,
+        members_alone: false,
         ..JitConfig::default()
     }
 }
