@@ -159,8 +159,8 @@ impl Default for JitConfig {
             inline_calls: true,
             recursive_regions: true,
             count_chains: true,
-            // Measured (docs/jit.md, "Baseline tier", session 36).
-            base_early_percent: 50,
+            // Measured (docs/jit.md, "Early compiles", sessions 36 and 43).
+            base_early_percent: 15,
             test_corrupt_rax: false,
             test_corrupt_byte: None,
         }
@@ -1063,6 +1063,16 @@ impl Jit {
     /// at all, up to [`RECURSIVE_BLOCKS`] blocks and [`RECURSIVE_INSNS`] instructions: its
     /// calls and returns become jumps inside one function. The flag says which.
     fn region_of(&self, key: &BlockKey, ram: &GuestRam) -> (Vec<Arc<Block>>, bool) {
+        self.region_of_warm(key, ram, self.warm_count())
+    }
+
+    /// [`Jit::region_of`] taking blocks that have run `min_count` times as warm.
+    fn region_of_warm(
+        &self,
+        key: &BlockKey,
+        ram: &GuestRam,
+        min_count: u32,
+    ) -> (Vec<Arc<Block>>, bool) {
         if self.recursive_members.contains_key(key) {
             // Already in a recursive region: entered from outside it (a member entry, when
             // it may be one, runs that function instead), alone.
@@ -1080,7 +1090,7 @@ impl Jit {
             ram,
             self.config.region_blocks,
             self.config.region_insns,
-            self.warm_count(),
+            min_count,
         );
         (self.region_shape(out), false)
     }
@@ -1205,6 +1215,10 @@ impl Jit {
         // Whose page the trace is in: the entry's, or a function's taken in for an indirect
         // CALL (`JitConfig::inline_calls`; the code checks the page on the way in).
         let mut home = *key;
+        // Warm for the trace: as for regions, or, for a block compiled early (before its
+        // successors can have run that often), half its own runs.
+        let own = self.entry(key).map_or(0, |e| e.count);
+        let warm = self.warm_count().min((own / 2).max(1));
         while out.len() + 1 < self.config.base_trace {
             let Some(d) = cur.insns.last() else {
                 break;
@@ -1218,7 +1232,7 @@ impl Jit {
                 // Into the function the call went to while the interpreter ran it (the
                 // code compares the run-time target).
                 iced_x86::Code::Call_rm64 => {
-                    let Some(callee) = self.inline_target(&cur, ram, self.warm_count()) else {
+                    let Some(callee) = self.inline_target(&cur, ram, warm) else {
                         break;
                     };
                     calls.push((ins.next_ip(), home));
@@ -1245,7 +1259,7 @@ impl Jit {
                 if rips.contains(&t) {
                     continue;
                 }
-                let Some(e) = self.warm_neighbour(&home, t, ram) else {
+                let Some(e) = self.neighbour(&home, t, ram, warm) else {
                     continue;
                 };
                 if insns + e.block.insns.len() <= BASE_TRACE_INSNS
@@ -1266,20 +1280,15 @@ impl Jit {
         out
     }
 
-    /// The cache entry of the block at `t` when a region or trace around the entry `key` may
-    /// take it: in the same code page (same physical page), 64-bit, not empty, ending inside
-    /// the page, still valid, and warm — run at least a quarter of the threshold times (not a
-    /// cold error path).
-    fn warm_neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam) -> Option<&Entry> {
-        self.neighbour(key, t, ram, self.warm_count())
-    }
-
     /// The runs that make a block warm for regions and traces: a quarter of the threshold.
     fn warm_count(&self) -> u32 {
         warm_count(&self.config)
     }
 
-    /// [`Jit::warm_neighbour`] with another least run count.
+    /// The cache entry of the block at `t` when a region or trace around the entry `key` may
+    /// take it: in the same code page (same physical page), 64-bit, not empty, ending inside
+    /// the page, still valid, and warm — run at least `min_count` times (not a cold error
+    /// path).
     fn neighbour(&self, key: &BlockKey, t: u64, ram: &GuestRam, min_count: u32) -> Option<&Entry> {
         let page = key.rip & !0xfff;
         if t & !0xfff != page {
@@ -1418,6 +1427,12 @@ impl Jit {
         };
         let (mut region, mut recursive) = match (kept, alone) {
             (Some(r), _) | (None, Some(r)) => (r, false),
+            // An early compile (before the loop's other blocks can have run a quarter of the
+            // threshold) finds its loops among blocks that have run half as often as it.
+            (None, None) if early => {
+                let own = self.entry(key).map_or(0, |e| e.count);
+                self.region_of_warm(key, ram, self.warm_count().min((own / 2).max(1)))
+            }
             (None, None) => self.region_of(key, ram),
         };
         let mut looped =
@@ -1778,12 +1793,18 @@ fn warm_count(config: &JitConfig) -> u32 {
 }
 
 /// The run at which a block the baseline tier takes alone is compiled
-/// (`JitConfig::base_early_percent` of the threshold; never below the warm count, so that its
-/// trace finds its successors warm).
+/// (`JitConfig::base_early_percent` of the threshold; its trace, and its search for a loop
+/// through it, take blocks that have run half as often, see `Jit::base_trace`), but not
+/// before [`EARLY_MIN_RUNS`] runs (or the threshold, if lower): after a run or two the blocks
+/// around it have hardly run, and a loop through it would go unseen.
 fn early_count(config: &JitConfig) -> u32 {
     let pct = config.base_early_percent.min(100) as u64;
-    ((config.threshold as u64 * pct / 100) as u32).max(warm_count(config))
+    let floor = EARLY_MIN_RUNS.min(config.threshold);
+    ((config.threshold as u64 * pct / 100) as u32).max(floor)
 }
+
+/// The fewest runs before an early compile ([`early_count`]).
+const EARLY_MIN_RUNS: u32 = 16;
 
 /// Whether `LOCKSTEP_JIT_STATS` asks for the statistics (printed when a [`Jit`] ends); the
 /// command line counts chained jumps only then (`JitConfig::count_chains`).
