@@ -1215,10 +1215,7 @@ impl Jit {
         // Whose page the trace is in: the entry's, or a function's taken in for an indirect
         // CALL (`JitConfig::inline_calls`; the code checks the page on the way in).
         let mut home = *key;
-        // Warm for the trace: as for regions, or, for a block compiled early (before its
-        // successors can have run that often), half its own runs.
-        let own = self.entry(key).map_or(0, |e| e.count);
-        let warm = self.warm_count().min((own / 2).max(1));
+        let warm = self.warm_beside(key);
         while out.len() + 1 < self.config.base_trace {
             let Some(d) = cur.insns.last() else {
                 break;
@@ -1283,6 +1280,14 @@ impl Jit {
     /// The runs that make a block warm for regions and traces: a quarter of the threshold.
     fn warm_count(&self) -> u32 {
         warm_count(&self.config)
+    }
+
+    /// The runs that make a block warm beside the entry `key` for its trace and for an early
+    /// compile's loop search: the warm count, or half the entry's own runs if less (a block
+    /// compiled early finds the blocks after it just short of its own count).
+    fn warm_beside(&self, key: &BlockKey) -> u32 {
+        let own = self.entry(key).map_or(0, |e| e.count);
+        self.warm_count().min((own / 2).max(1))
     }
 
     /// The cache entry of the block at `t` when a region or trace around the entry `key` may
@@ -1429,14 +1434,14 @@ impl Jit {
             (Some(r), _) | (None, Some(r)) => (r, false),
             // An early compile (before the loop's other blocks can have run a quarter of the
             // threshold) finds its loops among blocks that have run half as often as it.
-            (None, None) if early => {
-                let own = self.entry(key).map_or(0, |e| e.count);
-                self.region_of_warm(key, ram, self.warm_count().min((own / 2).max(1)))
-            }
+            (None, None) if early => self.region_of_warm(key, ram, self.warm_beside(key)),
             (None, None) => self.region_of(key, ram),
         };
         let mut looped =
             recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());
+        // A member compiled alone gets no run counter — unless it is a loop itself (one
+        // block that jumps to itself), which goes to the tier first as any other loop.
+        let member_plain = member_alone && !looped;
         if early {
             let alone = region.len() == 1
                 && !looped
@@ -1502,7 +1507,7 @@ impl Jit {
             && self.config.baseline
             && blocks.len() == 1
             && !looped
-            && !member_alone
+            && !member_plain
         {
             self.base_trace(key, &region[0], ram)
         } else {
@@ -1517,7 +1522,7 @@ impl Jit {
             looped,
             allow_base.then_some(BaseRequest {
                 trace: &trace,
-                promote: !base_loop && !member_alone,
+                promote: !base_loop && !member_plain,
                 promote_short: recursion_first,
             }),
             ram.bytes().as_ptr() as u64,
