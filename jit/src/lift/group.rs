@@ -83,6 +83,10 @@ pub struct Group {
     disp: i64,
     off: Variable,
     host: Variable,
+    /// The first access's size, and whether no trampolined instruction has run since it
+    /// (see [`Lower::group_covers`]).
+    size: u8,
+    clean: bool,
 }
 
 /// How an access relates to the groups: it starts group `i`, is a member of group `i`
@@ -137,7 +141,12 @@ impl Lower<'_> {
     }
 
     /// The role of an access at `key` + `disp` to the read (`write` false) or write table.
-    pub(super) fn group_role(&mut self, key: Option<(AddrKey, i64)>, write: bool) -> Role {
+    pub(super) fn group_role(
+        &mut self,
+        key: Option<(AddrKey, i64)>,
+        write: bool,
+        size: u8,
+    ) -> Role {
         let Some((key, disp)) = key else {
             return Role::None;
         };
@@ -163,6 +172,8 @@ impl Lower<'_> {
             disp,
             off,
             host,
+            size,
+            clean: true,
         });
         Role::First(self.groups.len() - 1)
     }
@@ -213,5 +224,17 @@ impl Lower<'_> {
         for g in self.groups.clone() {
             self.b.def_var(g.off, bad);
         }
+        for g in &mut self.groups {
+            g.clean = false;
+        }
+    }
+
+    /// Whether group `i`'s first access's fast path already proved a member `delta` bytes
+    /// from it, of `size` bytes, in the page: the same bytes or fewer at the same address
+    /// (`mov ecx,[rsi]; add rsi,4; ... mov [rsi-4],eax`), with no trampolined instruction
+    /// since (which may have dropped the entry the record came from).
+    pub(super) fn group_covers(&self, i: usize, delta: i64, size: u8) -> bool {
+        let g = &self.groups[i];
+        delta == 0 && size <= g.size && g.clean
     }
 }

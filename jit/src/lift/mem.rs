@@ -460,7 +460,7 @@ impl Lower<'_> {
         } else {
             self.tlb_read()
         };
-        let role = self.group_role(a.key, write);
+        let role = self.group_role(a.key, write, size);
         self.fast_path(table, a.lin, size, role)
     }
 
@@ -481,6 +481,9 @@ impl Lower<'_> {
     /// page — leaves the block before the instruction through [`Lower::defer_exit`].
     fn fast_path(&mut self, table: Value, lin: Value, size: u8, role: Role) -> Value {
         if let Role::Member(i, delta) = role {
+            if self.group_covers(i, delta, size) {
+                return self.group_host(i, delta);
+            }
             let ok = self.group_member(i, delta, size);
             if delta.abs() < group::PROBE_DELTA {
                 self.fast_or_defer(ok);
