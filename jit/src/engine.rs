@@ -588,8 +588,10 @@ impl Jit {
     /// `LOCKSTEP_JIT_BASE_TRACE` (blocks) `config.promote`, `config.promote_min_insns` and
     /// `config.base_trace`, `LOCKSTEP_JIT_BASE_EARLY` (percent) `config.base_early_percent`,
     /// and `LOCKSTEP_JIT_FP_LOOP_BASE` and `LOCKSTEP_JIT_CALL_LOOP_BASE`
-    /// (0/1) `config.fp_loops_base` and `config.call_loops_base` (host-side
-    /// tuning for measurements; the guest-visible results are the same).
+    /// (0/1) `config.fp_loops_base` and `config.call_loops_base`, and likewise
+    /// `LOCKSTEP_JIT_LOOPS_BASE_FIRST`, `LOCKSTEP_JIT_MEMBERS_ALONE`,
+    /// `LOCKSTEP_JIT_INLINE_CALLS` and `LOCKSTEP_JIT_RECURSIVE` (host-side tuning for
+    /// measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
             let level = |s: &str| match s {
