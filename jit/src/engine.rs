@@ -1415,29 +1415,27 @@ impl Jit {
         if allow_base {
             if let Some(head) = self.base_first_members.get(key).copied() {
                 if self.config.members_alone && self.base_first_regions.contains_key(&head) {
+                    // Compiled alone below, and no longer the loop's member.
+                    self.base_first_members.remove(key);
                     member_alone = true;
                 } else if let Some(out) = self.promote_head(key, &head, ram) {
                     return out;
                 }
             }
         }
-        let kept = if allow_base {
+        let kept = if member_alone {
+            self.entry(key).map(|e| vec![e.block.clone()])
+        } else if allow_base {
             None
         } else {
             self.base_first_region(key, ram)
         };
-        let alone = if member_alone {
-            self.base_first_members.remove(key);
-            self.entry(key).map(|e| vec![e.block.clone()])
-        } else {
-            None
-        };
-        let (mut region, mut recursive) = match (kept, alone) {
-            (Some(r), _) | (None, Some(r)) => (r, false),
+        let (mut region, mut recursive) = match kept {
+            Some(r) => (r, false),
             // An early compile (before the loop's other blocks can have run a quarter of the
             // threshold) finds its loops among blocks that have run half as often as it.
-            (None, None) if early => self.region_of_warm(key, ram, self.warm_beside(key)),
-            (None, None) => self.region_of(key, ram),
+            None if early => self.region_of_warm(key, ram, self.warm_beside(key)),
+            None => self.region_of(key, ram),
         };
         let mut looped =
             recursive || crate::region::is_loop(&region.iter().map(|b| &**b).collect::<Vec<_>>());

@@ -221,10 +221,8 @@ impl Lower<'_> {
             return;
         }
         let bad = self.iconst(INVALID as u64);
-        for g in self.groups.clone() {
-            self.b.def_var(g.off, bad);
-        }
         for g in &mut self.groups {
+            self.b.def_var(g.off, bad);
             g.clean = false;
         }
     }
