@@ -121,6 +121,11 @@ impl Table {
         }
     }
 
+    /// Slot `s` is filled with `e` and `meta`.
+    fn holds(&self, s: usize, e: TlbEntry, meta: u8) -> bool {
+        self.occupied(s) && self.entries[s] == e && self.meta[s] == meta
+    }
+
     fn occupied(&self, s: usize) -> bool {
         let (w, b) = bit(s);
         self.occ[w] & b != 0
@@ -263,6 +268,14 @@ impl Default for TlbSet {
 /// Direct-mapped software TLB, one array per access kind, in two sets: one for user (CPL 3)
 /// and one for supervisor accesses, swapped when the CPL crosses 3 ([`Tlb::set_user`]); the
 /// current set is always the one for the current CPL, so a hit needs no privilege check.
+///
+/// Every write entry is a copy of the read entry in the same slot of its set (tag, host and
+/// page size and global bits): a write fill fills the read slot too, a read fill that puts
+/// something else in its slot drops the write entry there, and every drop treats the two
+/// tables alike or drops write entries only. So a write-TLB hit is a read-TLB hit with the
+/// same translation, and either engine may read through a write entry — the interpreter's
+/// read-modify-writes do, lockstep-jit's loads that share a page group with a store do —
+/// and get what a read lookup would give, even after the guest changed a PTE without INVLPG.
 ///
 /// Flushes: all entries on CR0/CR4/EFER paging-bit writes ([`Tlb::flush`]), non-global ones on
 /// CR3 writes ([`Tlb::flush_non_global`]), one page on INVLPG ([`Tlb::invalidate_page`]).
@@ -457,6 +470,17 @@ impl Tlb {
             self.cur.exec_epoch = self.fresh();
         }
         self.cur.tables[index(access)].fill(s, e, meta);
+        // Keep every write entry a copy of the read entry in its slot (see `Tlb`).
+        let [read, write, _] = &mut self.cur.tables;
+        match access {
+            Access::Write if !read.holds(s, e, meta) => {
+                self.version = self.version.wrapping_add(1);
+                read.fill(s, e, meta);
+            }
+            // (A read fill has moved the version already.)
+            Access::Read if write.occupied(s) && !write.holds(s, e, meta) => write.clear(s),
+            _ => {}
+        }
     }
 
     /// For lockstep-jit's inline fast path: the first entry of the current set's table for
@@ -547,7 +571,11 @@ impl Tlb {
             } else {
                 &mut self.other
             };
-            set.tables[w].fill(e.slot, e.entry, e.meta);
+            // Only beside the same read entry (see `Tlb`): a write entry is a cache, it may
+            // always be left out.
+            if set.tables[index(Access::Read)].holds(e.slot, e.entry, e.meta) {
+                set.tables[w].fill(e.slot, e.entry, e.meta);
+            }
         }
     }
 

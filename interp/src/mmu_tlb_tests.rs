@@ -93,8 +93,16 @@ impl Model {
     fn insert(&mut self, lin: u64, a: Access, tr: &Translation) {
         let vpn = lin >> PAGE_SHIFT;
         let meta = (tr.page_bits - 12) | if tr.global { META_GLOBAL } else { 0 };
-        self.tables[self.user as usize][index(a)][vpn as usize % TLB_ENTRIES] =
-            Some((vpn, tr.phys_page, meta));
+        let slot = vpn as usize % TLB_ENTRIES;
+        let e = Some((vpn, tr.phys_page, meta));
+        let set = &mut self.tables[self.user as usize];
+        set[index(a)][slot] = e;
+        // A write entry is always a copy of the read entry in its slot.
+        match a {
+            Access::Write => set[0][slot] = e,
+            Access::Read if set[1][slot] != e => set[1][slot] = None,
+            _ => {}
+        }
     }
 
     fn retain(&mut self, tables: &[usize], keep: impl Fn(u64, u64, u8) -> bool) {
@@ -129,6 +137,14 @@ impl Model {
         }
         let n: usize = self.tables.iter().flatten().flatten().flatten().count();
         assert_eq!(tlb.filled(), n);
+        for set in &self.tables {
+            for (w, r) in set[1].iter().zip(&set[0]) {
+                assert!(
+                    w.is_none() || w == r,
+                    "a write entry beside another read entry"
+                );
+            }
+        }
     }
 }
 
@@ -140,8 +156,9 @@ fn fill_everything_then_flush_non_global_keeps_exactly_the_global_entries() {
         tlb.set_user(user);
         for a in KINDS {
             for v in 0..n {
-                // A different linear page per set and kind (same slot v), every third global.
-                let vpn = v + n * (1 + index(a) as u64 + 3 * user as u64);
+                // A different linear page per set and for execute (same slot v; a write entry
+                // is a copy of the read one), every third global.
+                let vpn = v + n * (1 + (a == Access::Exec) as u64 + 3 * user as u64);
                 tlb.insert_translation(vpn << 12, a, &t((vpn + 7) << 12, v % 3 == 0, 12));
             }
         }
@@ -156,7 +173,7 @@ fn fill_everything_then_flush_non_global_keeps_exactly_the_global_entries() {
         tlb.set_user(user);
         for a in KINDS {
             for v in 0..n {
-                let vpn = v + n * (1 + index(a) as u64 + 3 * user as u64);
+                let vpn = v + n * (1 + (a == Access::Exec) as u64 + 3 * user as u64);
                 let want = (v % 3 == 0).then_some((vpn + 7) << 12);
                 assert_eq!(tlb.lookup(vpn << 12, a), want, "{a:?} user {user} slot {v}");
             }
@@ -177,7 +194,8 @@ fn fill_everything_then_flush_non_global_keeps_exactly_the_global_entries() {
 fn invalidate_page_drops_exactly_that_page() {
     let mut tlb = Tlb::default();
     let n = TLB_ENTRIES as u64;
-    // Same slot, different pages in different tables: only the matching tag goes.
+    // Same slot, different pages in different tables: only the matching tag goes. (The
+    // write fill replaces the read entry in its slot.)
     tlb.insert_translation(5 << 12, Access::Read, &t(0x1000, true, 12));
     tlb.insert_translation((5 + n) << 12, Access::Write, &t(0x2000, false, 12));
     tlb.insert_translation(5 << 12, Access::Exec, &t(0x3000, false, 12));
@@ -187,10 +205,11 @@ fn invalidate_page_drops_exactly_that_page() {
     tlb.set_user(false);
     tlb.invalidate_page((5 << 12) | 0xabc);
     tlb.check_bitmaps();
-    assert_eq!(tlb.filled(), 2);
+    assert_eq!(tlb.filled(), 3);
     assert_eq!(tlb.lookup(5 << 12, Access::Read), None);
     assert_eq!(tlb.lookup(5 << 12, Access::Exec), None);
     assert_eq!(tlb.lookup((5 + n) << 12, Access::Write), Some(0x2000));
+    assert_eq!(tlb.lookup((5 + n) << 12, Access::Read), Some(0x2000));
     assert_eq!(tlb.lookup(6 << 12, Access::Read), Some(0x4000));
     tlb.set_user(true);
     assert_eq!(tlb.lookup(5 << 12, Access::Read), None);
@@ -222,14 +241,17 @@ fn flush_writes_to_drops_only_write_entries_of_that_frame() {
     tlb.insert(0x2000, Access::Write, 0x8000);
     tlb.insert(0x3000, Access::Write, 0x9000);
     tlb.insert(0x1000, Access::Read, 0x8000);
+    // Each write fill filled its read slot too.
+    assert_eq!(tlb.filled(), 6);
     tlb.flush_writes_to(0x8000);
     tlb.check_bitmaps();
-    assert_eq!(tlb.filled(), 2);
+    assert_eq!(tlb.filled(), 4);
     assert_eq!(tlb.lookup(0x3000, Access::Write), Some(0x9000));
     assert_eq!(tlb.lookup(0x1000, Access::Read), Some(0x8000));
+    assert_eq!(tlb.lookup(0x2000, Access::Read), Some(0x8000));
     tlb.drop_write_entries();
     tlb.check_bitmaps();
-    assert_eq!(tlb.filled(), 1);
+    assert_eq!(tlb.filled(), 3);
     assert_eq!(tlb.lookup(0x1000, Access::Read), Some(0x8000));
 }
 
@@ -327,10 +349,12 @@ fn version_moves_with_every_change_and_copy_from_restores_in_place() {
     let mut a = Tlb::default();
     let v = a.version();
     // No new version: a write translation, and dropping write entries, while write entries
-    // are step-local (`--verify` drops them itself); a set switch to the set already current.
+    // are step-local (`--verify` drops them itself), beside the same read translation; a set
+    // switch to the set already current.
     a.set_step_local_writes(true);
+    assert_ne!(a.version(), v);
+    a.insert_translation(0x5000, Access::Read, &t(0x9000, false, 12));
     let v1 = a.version();
-    assert_ne!(v1, v);
     a.insert_translation(0x5000, Access::Write, &t(0x9000, false, 12));
     assert_eq!(a.lookup(0x5000, Access::Write), Some(0x9000));
     a.drop_write_entries();
@@ -495,4 +519,33 @@ fn exec_epochs_survive_what_cannot_change_a_hit() {
     tlb.insert_translation(other, Access::Exec, &t(0x8000, true, 12));
     assert!(!tlb.exec_epoch_holds(global));
     assert_eq!(tlb.lookup(0x80_0000, Access::Exec), None);
+}
+
+/// A write entry is always a copy of the read entry in its slot: a write fill fills the read
+/// slot, a read fill of another translation drops the write entry, and `set_write_entries`
+/// puts back only entries whose read copy is there.
+#[test]
+fn write_entries_live_only_beside_the_same_read_entry() {
+    let n = TLB_ENTRIES as u64;
+    let mut tlb = Tlb::default();
+    tlb.insert_translation(0x5000, Access::Write, &t(0x9000, true, 12));
+    assert_eq!(tlb.lookup(0x5000, Access::Read), Some(0x9000));
+    assert_eq!(tlb.filled(), 2);
+    // The same translation again for a read keeps the write entry; another one drops it.
+    tlb.insert_translation(0x5000, Access::Read, &t(0x9000, true, 12));
+    assert_eq!(tlb.lookup(0x5000, Access::Write), Some(0x9000));
+    let list = tlb.write_entries(4).unwrap();
+    tlb.insert_translation(0x5000, Access::Read, &t(0xa000, true, 12));
+    assert_eq!(tlb.lookup(0x5000, Access::Write), None);
+    tlb.insert_translation(0x5000, Access::Write, &t(0x9000, true, 12));
+    tlb.insert_translation((5 + n) << 12, Access::Read, &t(0x9000, true, 12));
+    assert_eq!(tlb.lookup(0x5000, Access::Write), None);
+    tlb.check_bitmaps();
+    // Put back beside another read entry: left out; beside its own: put back.
+    tlb.set_write_entries(&list);
+    assert_eq!(tlb.lookup(0x5000, Access::Write), None);
+    tlb.insert_translation(0x5000, Access::Read, &t(0x9000, true, 12));
+    tlb.set_write_entries(&list);
+    assert_eq!(tlb.lookup(0x5000, Access::Write), Some(0x9000));
+    tlb.check_bitmaps();
 }

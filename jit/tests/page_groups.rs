@@ -251,13 +251,15 @@ fn a_group_is_not_trusted_after_an_eviction() {
 }
 
 #[test]
-fn a_read_modify_write_reads_through_its_write_translation() {
+fn a_read_modify_write_reads_through_the_translation_a_read_would_use() {
     // One translation per read-modify-write: the compiled code probes only the write TLB and
     // reads and writes through that entry, and the interpreter reads through it too when it
-    // hits. Here the write TLB still maps P to P (a store filled it) while P's PTE points at
-    // ALT without a flush and P's read-TLB entry has been evicted (a load from Q, same slot,
-    // by an x87 load, which compiled code runs through the interpreter and then goes on):
-    // `add [rbx+8], 1` must read P, not walk the tables to ALT, in both engines.
+    // hits. A write entry is always a copy of the read entry in its slot, so that is the
+    // translation a read would use. Here a store filled P's entries (P to P); P's PTE then
+    // points at ALT without a flush, and a load from Q (same slot, by an x87 load, which
+    // compiled code runs through the interpreter and then goes on) replaces P's read entry
+    // and so drops its write entry: `add [rbx+8], 1` must walk the tables to ALT in both
+    // engines, as a read would.
     let code = assemble(|a| {
         let mut top = a.create_label();
         let mut next = a.create_label();
@@ -276,7 +278,48 @@ fn a_read_modify_write_reads_through_its_write_translation() {
         a.hlt()
     });
     let m = remap_run(&code);
-    // Every iteration read and wrote P; ALT was never touched.
-    assert_eq!(m.ram.read_u64(P + 8).unwrap(), 51);
-    assert_eq!(m.ram.read_u64(ALT + 8).unwrap(), 1 << 32);
+    // Every iteration read and wrote ALT; P was never touched.
+    assert_eq!(m.ram.read_u64(P + 8).unwrap(), 1);
+    assert_eq!(m.ram.read_u64(ALT + 8).unwrap(), (1 << 32) + 50);
+}
+
+#[test]
+fn a_load_stored_back_reads_what_the_interpreter_reads() {
+    // `mov rcx, [rbx+8]; add rcx, 1; mov [rbx+8], rcx`: the compiled load goes through the
+    // write TLB (one probe for the load and the store), the interpreter's through the read
+    // TLB. As above, P's PTE points at ALT without a flush and Q's load replaced P's read
+    // entry: the write entry went with it, so both engines walk to ALT for the load, and
+    // the store follows it there. (Were P's stale write entry kept, the compiled load would
+    // read P while the interpreter reads ALT.) Also with the store reaching the same address
+    // through `add rbx, 8` (a member at the load's address).
+    for step in [false, true] {
+        let code = assemble(|a| {
+            let mut top = a.create_label();
+            let mut next = a.create_label();
+            a.set_label(&mut top)?;
+            a.mov(qword_ptr(rbx + 16), rax)?;
+            a.jmp(next)?;
+            a.set_label(&mut next)?;
+            a.mov(qword_ptr(r8), r9)?;
+            a.fld(qword_ptr(rdx))?;
+            a.fstp(st0)?;
+            a.mov(rcx, qword_ptr(rbx + 8))?;
+            a.add(rcx, 1)?;
+            if step {
+                a.add(rbx, 8)?;
+                a.mov(qword_ptr(rbx), rcx)?;
+                a.sub(rbx, 8)?;
+            } else {
+                a.mov(qword_ptr(rbx + 8), rcx)?;
+            }
+            a.mov(qword_ptr(r8), r10)?;
+            a.invlpg(byte_ptr(rbx))?;
+            a.dec(edi)?;
+            a.jnz(top)?;
+            a.hlt()
+        });
+        let m = remap_run(&code);
+        assert_eq!(m.ram.read_u64(P + 8).unwrap(), 1);
+        assert_eq!(m.ram.read_u64(ALT + 8).unwrap(), (1 << 32) + 50);
+    }
 }

@@ -73,6 +73,111 @@ pub fn later_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<u32> {
     out
 }
 
+/// For each instruction of `insns`: whether it is a load (a GPR destination, a memory
+/// source) of bytes that a later instruction of the block stores to, through the same
+/// address expression — the same base and index registers, the base moved only by `add/sub
+/// reg64, imm` in between (what [`Lower::derive`] follows), a displacement that makes up for
+/// it, and no more bytes than the load read (`mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax`).
+/// A block runs straight through unless it leaves early, so such a load is followed by the
+/// store whenever it completes: it may start a write group and leave the block when the
+/// write TLB misses (see `Lower::load_through_write`), since the store would miss as well.
+pub fn stores_back(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> {
+    use iced_x86::{InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register};
+    let mut info = InstructionInfoFactory::new();
+    // Per instruction: the GPRs it writes (full registers, as bits) and whether it writes
+    // memory.
+    let effects: Vec<(u32, bool)> = insns
+        .iter()
+        .map(|d| {
+            let i = info.info(&d.ins);
+            let regs = i
+                .used_registers()
+                .iter()
+                .filter(|r| !matches!(r.access(), OpAccess::Read | OpAccess::CondRead))
+                .filter_map(|r| lockstep_interp::operand::gpr_ref(r.register().full_register()))
+                .fold(0u32, |m, g| m | 1 << g.index);
+            let stores = i.used_memory().iter().any(|m| {
+                matches!(
+                    m.access(),
+                    OpAccess::Write
+                        | OpAccess::CondWrite
+                        | OpAccess::ReadWrite
+                        | OpAccess::ReadCondWrite
+                )
+            });
+            (regs, stores)
+        })
+        .collect();
+    let bit = |r: Register| {
+        lockstep_interp::operand::gpr_ref(r)
+            .filter(|_| r != Register::None)
+            .map_or(0, |g| 1u32 << g.index)
+    };
+    let explicit_mem = |ins: &iced_x86::Instruction| {
+        (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
+            && ins.stack_pointer_increment() == 0
+            && !matches!(ins.memory_segment(), Register::FS | Register::GS)
+    };
+    let mut out = vec![false; insns.len()];
+    for (i, d) in insns.iter().enumerate() {
+        let ins = &d.ins;
+        let load = matches!(
+            ins.mnemonic(),
+            Mnemonic::Mov | Mnemonic::Movzx | Mnemonic::Movsx | Mnemonic::Movsxd
+        ) && ins.op0_kind() == OpKind::Register
+            && ins.op1_kind() == OpKind::Memory
+            && explicit_mem(ins)
+            && !effects[i].1;
+        if !load {
+            continue;
+        }
+        let (base, index) = (ins.memory_base(), ins.memory_index());
+        let (b, x) = (bit(base), bit(index));
+        if effects[i].0 & (b | x) != 0 {
+            continue;
+        }
+        let size = ins.memory_size().size();
+        let disp = ins.memory_displacement64() as i64;
+        let mut moved = 0i64;
+        for (j, e) in insns.iter().enumerate().skip(i + 1) {
+            let s = &e.ins;
+            if effects[j].1
+                && explicit_mem(s)
+                && s.memory_base() == base
+                && s.memory_index() == index
+                && s.memory_index_scale() == ins.memory_index_scale()
+                && s.memory_segment() == ins.memory_segment()
+                && (s.memory_displacement64() as i64).wrapping_add(moved) == disp
+                && s.memory_size().size() <= size
+            {
+                out[i] = true;
+                break;
+            }
+            let written = effects[j].0;
+            if written & x != 0 {
+                break;
+            }
+            if written & b != 0 {
+                let step = match (s.mnemonic(), s.op0_kind(), s.op1_kind()) {
+                    (Mnemonic::Add | Mnemonic::Sub, OpKind::Register, OpKind::Immediate8to64)
+                    | (Mnemonic::Add | Mnemonic::Sub, OpKind::Register, OpKind::Immediate32to64)
+                        if s.op0_register() == base =>
+                    {
+                        s.immediate(1) as i64
+                    }
+                    _ => break,
+                };
+                moved = if s.mnemonic() == Mnemonic::Add {
+                    moved.wrapping_add(step)
+                } else {
+                    moved.wrapping_sub(step)
+                };
+            }
+        }
+    }
+    out
+}
+
 /// One group: its key and table, the displacement of its first access, and the variables
 /// holding that access's page offset ([`INVALID`] after a trampolined instruction) and host
 /// address.
@@ -150,11 +255,8 @@ impl Lower<'_> {
         let Some((key, disp)) = key else {
             return Role::None;
         };
-        let found = self.groups.iter().position(|g| {
-            g.key == key && g.write == write && disp.wrapping_sub(g.disp).abs() <= MAX_DELTA
-        });
-        if let Some(i) = found {
-            return Role::Member(i, disp.wrapping_sub(self.groups[i].disp));
+        if let Some((i, delta)) = self.group_find(key, disp, write) {
+            return Role::Member(i, delta);
         }
         if self.later_bases & (1 << key.reg) == 0 {
             // No later instruction of the block addresses through this register.
@@ -176,6 +278,15 @@ impl Lower<'_> {
             clean: true,
         });
         Role::First(self.groups.len() - 1)
+    }
+
+    /// The group of the read (`write` false) or write table that an access at `key` + `disp`
+    /// is a member of, and its distance from the group's first access.
+    pub(super) fn group_find(&self, key: AddrKey, disp: i64, write: bool) -> Option<(usize, i64)> {
+        let i = self.groups.iter().position(|g| {
+            g.key == key && g.write == write && disp.wrapping_sub(g.disp).abs() <= MAX_DELTA
+        })?;
+        Some((i, disp.wrapping_sub(self.groups[i].disp)))
     }
 
     /// On the fast path of group `i`'s first access: record its address `lin` and host
@@ -234,5 +345,94 @@ impl Lower<'_> {
     pub(super) fn group_covers(&self, i: usize, delta: i64, size: u8) -> bool {
         let g = &self.groups[i];
         delta == 0 && size <= g.size && g.clean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stores_back;
+    use iced_x86::code_asm::*;
+
+    /// `stores_back` of the code `f` assembles.
+    fn stored(f: impl Fn(&mut CodeAssembler) -> Result<(), IcedError>) -> Vec<bool> {
+        let mut a = CodeAssembler::new(64).unwrap();
+        f(&mut a).unwrap();
+        let bytes = a.assemble(0x1000).unwrap();
+        let insns: Vec<_> =
+            iced_x86::Decoder::with_ip(64, &bytes, 0x1000, iced_x86::DecoderOptions::NONE)
+                .into_iter()
+                .map(|ins| lockstep_interp::decode::DecodedInsn {
+                    ins,
+                    handler: lockstep_interp::ops::lookup(&ins),
+                })
+                .collect();
+        stores_back(&insns)
+    }
+
+    #[test]
+    fn a_load_is_stored_back_only_through_the_same_address_expression() {
+        // bignum's loop: the base moves on by a constant, the displacement makes up for it.
+        let v = stored(|a| {
+            a.mov(ecx, dword_ptr(rsi))?;
+            a.add(rsi, 4)?;
+            a.imul_3(rax, rcx, 10)?;
+            a.mov(dword_ptr(rsi - 4), eax)
+        });
+        assert_eq!(v, [true, false, false, false]);
+        // Fewer bytes back, at an index, RIP-relative: stored back.
+        assert!(
+            stored(|a| {
+                a.mov(rcx, qword_ptr(rdi + rdx * 8 + 16))?;
+                a.mov(word_ptr(rdi + rdx * 8 + 16), cx)
+            })[0]
+        );
+        assert!(
+            stored(|a| {
+                let mut x = a.create_label();
+                a.mov(eax, dword_ptr(x))?;
+                a.add(eax, 1)?;
+                a.mov(dword_ptr(x), eax)?;
+                a.set_label(&mut x)?;
+                a.nop()
+            })[0]
+        );
+        // More bytes than were read; another displacement; a base or index given another
+        // value; a different index; a read-modify-write load (it has its own write probe).
+        let not = [
+            stored(|a| {
+                a.mov(ecx, dword_ptr(rsi))?;
+                a.mov(qword_ptr(rsi), rcx)
+            }),
+            stored(|a| {
+                a.mov(ecx, dword_ptr(rsi))?;
+                a.add(rsi, 4)?;
+                a.mov(dword_ptr(rsi), ecx)
+            }),
+            stored(|a| {
+                a.mov(ecx, dword_ptr(rsi))?;
+                a.mov(rsi, rdi)?;
+                a.mov(dword_ptr(rsi), ecx)
+            }),
+            stored(|a| {
+                a.mov(ecx, dword_ptr(rsi + rdx * 4))?;
+                a.inc(rdx)?;
+                a.mov(dword_ptr(rsi + rdx * 4 - 4), ecx)
+            }),
+            stored(|a| {
+                a.mov(ecx, dword_ptr(rsi + rdx * 4))?;
+                a.mov(dword_ptr(rsi + rdx * 2), ecx)
+            }),
+            stored(|a| {
+                a.mov(rsi, qword_ptr(rsi))?;
+                a.mov(qword_ptr(rsi), rcx)
+            }),
+            stored(|a| {
+                a.add(dword_ptr(rsi), ecx)?;
+                a.mov(dword_ptr(rsi), ecx)
+            }),
+        ];
+        for (k, v) in not.iter().enumerate() {
+            assert!(!v[0], "case {k}");
+        }
     }
 }

@@ -455,6 +455,11 @@ impl Lower<'_> {
     /// Write-TLB entries never point at pages holding decoded code, so a write's fast path
     /// needs no self-modifying-code check.
     fn access_host(&mut self, a: Addr, size: u8, write: bool) -> Value {
+        if !write {
+            if let Some(host) = self.load_through_write(a, size) {
+                return host;
+            }
+        }
         let table = if write {
             self.tlb_write()
         } else {
@@ -462,6 +467,32 @@ impl Lower<'_> {
         };
         let role = self.group_role(a.key, write, size);
         self.fast_path(table, a.lin, size, role)
+    }
+
+    /// A load served by the write TLB, when that saves a probe: a member of a write group of
+    /// its address, or a load of bytes a later instruction of the block stores back to
+    /// (`group::stores_back`: `mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax`), which starts a
+    /// write group that the store joins without a check of its own ([`Lower::group_covers`]).
+    /// Exact: a write entry is always a copy of the read entry in its slot
+    /// (`lockstep_interp::mmu::Tlb`), so a write hit is the read hit the interpreter gets.
+    /// Such a load leaves the block when the write TLB misses: the store would miss too (a
+    /// page not yet written since its translation was cached, read-only, or holding code),
+    /// so that costs at most one more trip to the interpreter per store that takes one.
+    fn load_through_write(&mut self, a: Addr, size: u8) -> Option<Value> {
+        let (key, disp) = a.key?;
+        let role = match self.group_find(key, disp, true) {
+            Some((i, delta)) => Role::Member(i, delta),
+            None if self.stores_back && self.group_find(key, disp, false).is_none() => {
+                self.group_role(a.key, true, size)
+            }
+            None => return None,
+        };
+        // A member outside the recorded page that probes the TLB probes the read TLB.
+        let table = match role {
+            Role::Member(..) => self.tlb_read(),
+            _ => self.tlb_write(),
+        };
+        Some(self.fast_path(table, a.lin, size, role))
     }
 
     /// Load `size` bytes (zero-extended) at a host address.

@@ -194,6 +194,8 @@ pub struct Lower<'a> {
     next_version: u32,
     /// `group::later_bases` of the instruction being lowered.
     later_bases: u32,
+    /// `group::stores_back` of the instruction being lowered.
+    stores_back: bool,
     /// The status flags the instruction being lowered leaves are dead
     /// ([`flags::dead_after`], computed once per block): nothing observes them before they
     /// are overwritten.
@@ -671,6 +673,7 @@ pub fn lower_region(
         versions: [0; 16],
         next_version: 0,
         later_bases: 0,
+        stores_back: false,
         flags_dead: false,
         own_check: own_check(blocks[0]),
         skip_enables: Vec::new(),
@@ -940,6 +943,7 @@ impl Lower<'_> {
         let l = self;
         l.forget_machine_facts();
         let later = group::later_bases(&block.insns);
+        let stored = group::stores_back(&block.insns);
         let dead = flags::dead_after(&block.insns);
         let n = block.insns.len();
         let mut ended = false;
@@ -953,6 +957,7 @@ impl Lower<'_> {
             l.ins_ip = d.ins.ip();
             l.next_ip = d.ins.next_ip();
             l.later_bases = later[i];
+            l.stores_back = stored[i];
             l.flags_dead = dead[i];
             let has_mem = (0..d.ins.op_count())
                 .any(|k| d.ins.op_kind(k) == iced_x86::OpKind::Memory)
