@@ -181,6 +181,9 @@ pub struct JitStats {
     /// Cache entries that run a region's function from one of its other members
     /// (`Compiled::member_entries`) instead of compiling their own.
     pub member_entries: u64,
+    /// Accesses lowered as members of a page group carried from their block's previous run
+    /// (a one-block loop; `lift::group::Carry`).
+    pub carried_accesses: u64,
     /// `fold_flags` helper calls emitted (cold and rare paths).
     pub dyn_folds: u64,
     /// Blocks compiled by the baseline tier (`crate::base`), of `compiled`.
@@ -300,7 +303,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} carried={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
             self.compiled,
             self.baseline,
             self.traced,
@@ -313,6 +316,7 @@ impl JitStats {
             self.region_edges,
             self.region_free_edges,
             self.member_entries,
+            self.carried_accesses,
             self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
             self.cache_entries,
@@ -1540,6 +1544,7 @@ impl Jit {
                 self.stats.region_edges += c.stats.edges as u64;
                 self.stats.region_free_edges += c.stats.free_edges as u64;
                 self.stats.dyn_folds += c.stats.dyn_folds as u64;
+                self.stats.carried_accesses += c.stats.carried as u64;
                 self.stats.baseline += c.baseline as u64;
                 let parts = blocks.iter().chain(&trace);
                 let into_call = if c.baseline {

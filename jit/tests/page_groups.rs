@@ -323,3 +323,124 @@ fn a_load_stored_back_reads_what_the_interpreter_reads() {
         assert_eq!(m.ram.read_u64(ALT + 8).unwrap(), (1 << 32) + 50);
     }
 }
+
+/// Run `code` in both engines as [`run`] does, with every block compiled by Cranelift (loops
+/// become regions at once); the JIT's statistics and the stop.
+fn run_regions(
+    code: &[u8],
+    setup: &dyn Fn(&mut SysMachine),
+    slice: u64,
+) -> (lockstep_jit::JitStats, ExitReason) {
+    let (a, b) = (&mut machine(code, setup), &mut machine(code, setup));
+    let mut jit = lockstep_jit::Jit::new(lockstep_jit::JitConfig {
+        threshold: 2,
+        batch: 1,
+        baseline: false,
+        ..Default::default()
+    });
+    for n in 0..1_000_000 {
+        let ea = lockstep_interp::Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
+        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
+        assert_eq!(ea, eb, "exit of slice {n}");
+        assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
+        assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
+        assert!(a.ram.bytes() == b.ram.bytes(), "RAM after slice {n}");
+        if !matches!(ea.reason, ExitReason::Budget | ExitReason::Yield) {
+            return (jit.stats.clone(), ea.reason);
+        }
+    }
+    panic!("no stop in a million slices");
+}
+
+#[test]
+fn a_loop_carries_its_group_across_pages_and_into_the_next_entry() {
+    // `add dword [rsi], 1; add rsi, 4` over 3 pages and a bit, 6 times, with RSI reset to
+    // another place each time: the one-block loop's group carries its record from one run to
+    // the next (the next element is 4 bytes on), probes again at each page boundary, and
+    // must not use the record of the previous pass when the outer block re-enters the loop
+    // with RSI somewhere else (there, in the same page 8 bytes before the last record).
+    // Then the same loop over the unmapped page below D: the first access there faults
+    // exactly where the interpreter's does.
+    let code = assemble(|a| {
+        let mut outer = a.create_label();
+        let mut inner = a.create_label();
+        a.set_label(&mut outer)?;
+        a.mov(rsi, rbx)?;
+        a.mov(ecx, 3100)?;
+        a.set_label(&mut inner)?;
+        a.mov(eax, dword_ptr(rsi))?;
+        a.add(eax, 1)?;
+        a.mov(dword_ptr(rsi), eax)?;
+        a.add(rsi, 4)?;
+        a.dec(ecx)?;
+        a.jnz(inner)?;
+        a.add(r11, rsi)?;
+        a.sub(rbx, 8)?;
+        a.dec(edi)?;
+        a.jnz(outer)?;
+        a.hlt()
+    });
+    let (stats, stop) = run_regions(
+        &code,
+        &|m| {
+            m.cpu.state.gpr[reg::RBX] = P + 0x40;
+            m.cpu.state.gpr[reg::RDI] = 6;
+        },
+        1000,
+    );
+    assert_eq!(stop, ExitReason::Halt);
+    assert!(stats.carried_accesses > 0, "{}", stats.summary());
+    let m = {
+        let mut m = machine(&code, &|m| {
+            m.cpu.state.gpr[reg::RBX] = P + 0x40;
+            m.cpu.state.gpr[reg::RDI] = 6;
+        });
+        m.run(10_000_000);
+        m
+    };
+    // Element k of the last pass (RBX = P + 0x40 - 40) was incremented by every pass that
+    // covered it.
+    let at = |x: u64| m.ram.read_u64(x).unwrap() as u32;
+    assert_eq!(at(P + 0x40 - 40), 1);
+    assert_eq!(at(P + 0x40), 6);
+    assert_eq!(at(P + 0x40 + 3 * 4096), 6);
+    // Into an unmapped page: the fault of the interpreter, in both engines.
+    let e = run_regions(
+        &code,
+        &|m| {
+            m.cpu.state.gpr[reg::RBX] = D - 0x2000 - 0x40;
+            m.cpu.state.gpr[reg::RDI] = 1;
+        },
+        1000,
+    );
+    assert_eq!(page_fault_at(e.1), D - 0x1000);
+}
+
+#[test]
+fn a_carried_group_is_not_trusted_after_a_remap() {
+    // A one-block loop reading [rbx+8] (a carried group: RBX never changes) that switches
+    // P's PTE between ALT and P every run, without a flush, evicts P's read entry with an
+    // SSE load from Q (same slot) and fills it again with an SSE load from P (now the other
+    // page), both through the interpreter on their slow paths, which rejoin: they mark the
+    // record not valid, so every run reads the page the interpreter's TLB holds.
+    let code = assemble(|a| {
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(rax, qword_ptr(rbx + 8))?;
+        a.add(r11, rax)?;
+        a.mov(qword_ptr(r8), r9)?;
+        a.movhps(xmm0, qword_ptr(rdx))?;
+        a.mov(rcx, rbx)?;
+        a.movhps(xmm0, qword_ptr(rcx))?;
+        a.xchg(r9, r10)?;
+        a.dec(edi)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    let (stats, stop) = run_regions(&code, &remap_setup, 1000);
+    assert_eq!(stop, ExitReason::Halt);
+    assert!(stats.carried_accesses > 0, "{}", stats.summary());
+    let m = remap_run(&code);
+    // 25 runs read ALT (1 << 32), 25 read P (1).
+    assert_eq!(m.cpu.state.gpr[11], 25 * (1 << 32) + 25);
+}

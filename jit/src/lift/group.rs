@@ -178,6 +178,98 @@ pub fn stores_back(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> 
     out
 }
 
+/// Whether page groups are carried across a one-block loop's runs (`LOCKSTEP_JIT_CARRY=0`
+/// turns it off, for measurements; read once).
+pub fn carry_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("LOCKSTEP_JIT_CARRY").is_none_or(|v| v != "0"))
+}
+
+/// A page group carried from one run of a block that jumps to its own start into the next
+/// (see [`carried_bases`] and `Lower::carry_into`): its base register, the displacement its
+/// record has at the next run's start (in terms of the register's value then), its table,
+/// and its two variables, shared by every run.
+#[derive(Clone, Copy, Debug)]
+pub struct Carry {
+    pub reg: u8,
+    pub seed: i64,
+    pub write: bool,
+    pub off: Variable,
+    pub host: Variable,
+}
+
+/// For a block that jumps to its own start (a loop of one block): the base registers (not
+/// RSP) through which it accesses memory with no index and which it changes only by `add/sub
+/// reg64, imm`, with the displacement of the last such access in terms of the register's
+/// value at the next run's start (the access's displacement minus the run's net step) and
+/// whether any of them writes memory. A group of that register then carries its record into
+/// the next run: bignum's `mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax; … jne` finds the next
+/// element 4 bytes after the last one's record and probes the TLB only when it leaves the
+/// page. A guess: `Lower::carry_into` checks at the jump back that the record is where the
+/// next run expects it, and marks it not valid otherwise.
+pub fn carried_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<(u8, i64, bool)> {
+    use iced_x86::{InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register};
+    let mut info = InstructionInfoFactory::new();
+    let mut out = Vec::new();
+    for reg in 0..16u8 {
+        if reg as usize == lockstep_interp::state::reg::RSP {
+            continue;
+        }
+        let (mut moved, mut last, mut writes, mut ok) = (0i64, None, false, true);
+        for d in insns {
+            let ins = &d.ins;
+            let i = info.info(ins);
+            let base_is = |r: Register| {
+                r.is_gpr64()
+                    && lockstep_interp::operand::gpr_ref(r).map(|g| g.index) == Some(reg as usize)
+            };
+            let mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
+                && !matches!(ins.mnemonic(), Mnemonic::Lea | Mnemonic::Invlpg)
+                && !lockstep_interp::ops::mov::runs_as_nop(ins.mnemonic());
+            if mem
+                && base_is(ins.memory_base())
+                && ins.memory_index() == Register::None
+                && !matches!(ins.memory_segment(), Register::FS | Register::GS)
+            {
+                last = Some((ins.memory_displacement64() as i64).wrapping_add(moved));
+                writes |= i.used_memory().iter().any(|m| {
+                    !matches!(
+                        m.access(),
+                        OpAccess::Read | OpAccess::CondRead | OpAccess::NoMemAccess
+                    )
+                });
+            }
+            let written = i.used_registers().iter().any(|r| {
+                !matches!(r.access(), OpAccess::Read | OpAccess::CondRead)
+                    && lockstep_interp::operand::gpr_ref(r.register().full_register())
+                        .is_some_and(|g| g.index == reg as usize)
+            });
+            if written {
+                let step = match (ins.mnemonic(), ins.op0_kind(), ins.op1_kind()) {
+                    (
+                        Mnemonic::Add | Mnemonic::Sub,
+                        OpKind::Register,
+                        OpKind::Immediate8to64 | OpKind::Immediate32to64,
+                    ) if base_is(ins.op0_register()) => ins.immediate(1) as i64,
+                    _ => {
+                        ok = false;
+                        break;
+                    }
+                };
+                moved = if ins.mnemonic() == Mnemonic::Add {
+                    moved.wrapping_add(step)
+                } else {
+                    moved.wrapping_sub(step)
+                };
+            }
+        }
+        if let (true, Some(d)) = (ok, last) {
+            out.push((reg, d.wrapping_sub(moved), writes));
+        }
+    }
+    out
+}
+
 /// One group: its key and table, the displacement of its first access, and the variables
 /// holding that access's page offset ([`INVALID`] after a trampolined instruction) and host
 /// address.
@@ -192,6 +284,9 @@ pub struct Group {
     /// (see [`Lower::group_covers`]).
     size: u8,
     clean: bool,
+    /// A carried group ([`Carry`]): its base register's version at the run's start and the
+    /// seed displacement it started with.
+    carried: Option<(u32, i64)>,
 }
 
 /// How an access relates to the groups: it starts group `i`, is a member of group `i`
@@ -276,6 +371,7 @@ impl Lower<'_> {
             host,
             size,
             clean: true,
+            carried: None,
         });
         Role::First(self.groups.len() - 1)
     }
@@ -323,6 +419,86 @@ impl Lower<'_> {
     pub(super) fn group_host(&mut self, i: usize, delta: i64) -> Value {
         let host = self.b.use_var(self.groups[i].host);
         self.b.ins().iadd_imm_s(host, delta)
+    }
+
+    /// At the start of a block that jumps to its own start: give the carried groups' base
+    /// registers new versions and start with those groups, their records as the edge into
+    /// the block left them (valid only from the block's own end, see [`Lower::carry_into`]).
+    pub(super) fn seed_carries(&mut self, carries: &[Carry]) {
+        for c in carries {
+            self.new_version(c.reg as usize);
+            let v = self.versions[c.reg as usize];
+            self.groups.push(Group {
+                key: AddrKey {
+                    reg: c.reg,
+                    base: Some(v),
+                    index: None,
+                },
+                write: c.write,
+                disp: c.seed,
+                off: c.off,
+                host: c.host,
+                size: 1,
+                clean: false,
+                carried: Some((v, c.seed)),
+            });
+        }
+    }
+
+    /// Whether group `i` is a group of the write table.
+    pub(super) fn group_writes(&self, i: usize) -> bool {
+        self.groups[i].write
+    }
+
+    /// Whether group `i` is carried.
+    pub(super) fn group_carried(&self, i: usize) -> bool {
+        self.groups[i].carried.is_some()
+    }
+
+    /// A member of carried group `i` at `lin`, `delta` bytes from its record, `size` bytes,
+    /// has been accessed at `host`: it becomes the record (what the next run starts from).
+    pub(super) fn group_rerecord(
+        &mut self,
+        i: usize,
+        lin: Value,
+        host: Value,
+        delta: i64,
+        size: u8,
+    ) {
+        self.group_record(i, lin, host);
+        self.stats.carried += 1;
+        let g = &mut self.groups[i];
+        g.disp = g.disp.wrapping_add(delta);
+        g.size = size;
+        g.clean = true;
+    }
+
+    /// Before a jump into region member `t` (`from_body`: a jump from the end of a member,
+    /// not the function's entry): the records of `t`'s carried groups stay what they are only
+    /// on a jump from a run of the same block whose group is still there, with no
+    /// trampolined instruction since it recorded (else its offset would be not valid
+    /// already) and its record where the next run expects it — the base register moved by
+    /// constant steps only, by as much as makes the record the seed displacement from the
+    /// register's new value. Otherwise the records are marked not valid.
+    pub(super) fn carry_into(&mut self, t: usize, from_body: bool) {
+        let into = self.carries[t].clone();
+        for c in into {
+            let same_block = from_body && self.carries[self.current].iter().any(|k| k.off == c.off);
+            let keep = same_block
+                && self.groups.iter().any(|g| {
+                    g.off == c.off
+                        && g.carried.is_some_and(|(start, seed)| {
+                            let (root, moved) = self.root(self.versions[c.reg as usize]);
+                            root == start && seed == c.seed && moved.wrapping_add(seed) == g.disp
+                        })
+                });
+            if !keep {
+                let bad = self.iconst(INVALID as u64);
+                self.b.def_var(c.off, bad);
+                let z = self.iconst(0);
+                self.b.def_var(c.host, z);
+            }
+        }
     }
 
     /// After an instruction run through the trampoline (which may fill or drop any TLB

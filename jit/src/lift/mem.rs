@@ -515,6 +515,9 @@ impl Lower<'_> {
             if self.group_covers(i, delta, size) {
                 return self.group_host(i, delta);
             }
+            if self.group_carried(i) {
+                return self.carried_member(i, lin, size, delta);
+            }
             let ok = self.group_member(i, delta, size);
             if delta.abs() < group::PROBE_DELTA {
                 self.fast_or_defer(ok);
@@ -545,6 +548,39 @@ impl Lower<'_> {
         if let Role::First(i) = role {
             self.group_record(i, lin, host);
         }
+        host
+    }
+
+    /// A member of a carried group (`group::Carry`): in the recorded page, the recorded host
+    /// address plus `delta`; otherwise (another page, or a record not valid: the first run
+    /// after entering the block from elsewhere) a probe of the group's own table in a cold
+    /// block, leaving the block if it misses. Either way the access becomes the group's record.
+    fn carried_member(&mut self, i: usize, lin: Value, size: u8, delta: i64) -> Value {
+        let table = if self.group_writes(i) {
+            self.tlb_write()
+        } else {
+            self.tlb_read()
+        };
+        let ok = self.group_member(i, delta, size);
+        let inpage = self.b.create_block();
+        let probe = self.b.create_block();
+        let join = self.b.create_block();
+        let host = self.b.append_block_param(join, types::I64);
+        self.b.set_cold_block(probe);
+        self.b.ins().brif(ok, inpage, &[], probe, &[]);
+        self.b.seal_block(inpage);
+        self.b.seal_block(probe);
+        self.b.switch_to_block(inpage);
+        let h = self.group_host(i, delta);
+        self.b.ins().jump(join, &[h.into()]);
+        self.b.switch_to_block(probe);
+        let h = self.probe_or_defer(table, lin, size);
+        let hit = self.b.current_block().expect("a current block");
+        self.b.set_cold_block(hit);
+        self.b.ins().jump(join, &[h.into()]);
+        self.b.seal_block(join);
+        self.b.switch_to_block(join);
+        self.group_rerecord(i, lin, host, delta, size);
         host
     }
 

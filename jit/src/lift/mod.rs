@@ -74,6 +74,9 @@ pub struct LowerStats {
     pub free_edges: u32,
     /// Calls of the `fold_flags` helper emitted (all on cold or rare paths).
     pub dyn_folds: u32,
+    /// Accesses served by a page group carried from the previous run of their block
+    /// (`group::Carry`).
+    pub carried: u32,
 }
 
 /// The edge variables of the two run-time flag records (code, a, b, res, cin each) that
@@ -196,6 +199,10 @@ pub struct Lower<'a> {
     later_bases: u32,
     /// `group::stores_back` of the instruction being lowered.
     stores_back: bool,
+    /// Per region member: the page groups it carries from one run into the next (a block
+    /// that jumps to its own start; the peeled copy of the first block shares the first
+    /// block's), see `group::carried_bases`.
+    carries: Vec<Vec<group::Carry>>,
     /// The status flags the instruction being lowered leaves are dead
     /// ([`flags::dead_after`], computed once per block): nothing observes them before they
     /// are overwritten.
@@ -674,6 +681,7 @@ pub fn lower_region(
         next_version: 0,
         later_bases: 0,
         stores_back: false,
+        carries: Vec::new(),
         flags_dead: false,
         own_check: own_check(blocks[0]),
         skip_enables: Vec::new(),
@@ -700,6 +708,32 @@ pub fn lower_region(
         // The TLB pointers must dominate every block: load them here.
         l.tlb_read();
         l.tlb_write();
+        if group::carry_enabled() {
+            let carries: Vec<Vec<group::Carry>> = (0..l.members.len())
+                .map(|i| {
+                    let own = if i < members_in_region { i } else { 0 };
+                    let blk = order[own];
+                    if !crate::region::successors(blk).contains(&l.members[own].rip) {
+                        return Vec::new();
+                    }
+                    group::carried_bases(&blk.insns)
+                        .into_iter()
+                        .map(|(reg, seed, write)| group::Carry {
+                            reg,
+                            seed,
+                            write,
+                            off: l.b.declare_var(types::I64),
+                            host: l.b.declare_var(types::I64),
+                        })
+                        .collect()
+                })
+                .collect();
+            // The peeled copy shares the first block's variables.
+            l.carries = carries;
+            if peel {
+                l.carries[members_in_region] = l.carries[0].clone();
+            }
+        }
         for i in 0..17 {
             if regs_used & (1 << i) != 0 {
                 l.gpr(i);
@@ -942,6 +976,10 @@ impl Lower<'_> {
     fn lower_insns(&mut self, block: &Block, native: bool) {
         let l = self;
         l.forget_machine_facts();
+        if let Some(c) = l.carries.get(l.current).filter(|c| !c.is_empty()) {
+            let c = c.clone();
+            l.seed_carries(&c);
+        }
         let later = group::later_bases(&block.insns);
         let stored = group::stores_back(&block.insns);
         let dead = flags::dead_after(&block.insns);
@@ -1040,6 +1078,7 @@ impl Lower<'_> {
             }
             self.fold_incoming(incoming);
         }
+        self.carry_into(i, false);
         let target = self.member_block(i);
         self.b.ins().jump(target, &[]);
     }
@@ -1162,6 +1201,7 @@ impl Lower<'_> {
         let expected = self.members[t].entry_dirty;
         self.store_regs(self.dirty & !(self.keep & expected));
         self.b.def_var(self.ret_var, r);
+        self.carry_into(t, true);
         let target = self.member_block(t);
         self.b.ins().jump(target, &[]);
         (self.loaded, self.dirty, self.pending) = saved;
