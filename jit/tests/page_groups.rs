@@ -332,24 +332,14 @@ fn run_regions(
     slice: u64,
 ) -> (lockstep_jit::JitStats, ExitReason) {
     let (a, b) = (&mut machine(code, setup), &mut machine(code, setup));
-    let mut jit = lockstep_jit::Jit::new(lockstep_jit::JitConfig {
+    let config = lockstep_jit::JitConfig {
         threshold: 2,
         batch: 1,
         baseline: false,
         ..Default::default()
-    });
-    for n in 0..1_000_000 {
-        let ea = lockstep_interp::Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
-        let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
-        assert_eq!(ea, eb, "exit of slice {n}");
-        assert_eq!(a.cpu.state, b.cpu.state, "state after slice {n}");
-        assert_eq!(a.cpu.retired, b.cpu.retired, "retired after slice {n}");
-        assert!(a.ram.bytes() == b.ram.bytes(), "RAM after slice {n}");
-        if !matches!(ea.reason, ExitReason::Budget | ExitReason::Yield) {
-            return (jit.stats.clone(), ea.reason);
-        }
-    }
-    panic!("no stop in a million slices");
+    };
+    let (jit, stop) = common::run_sys_with(a, b, slice, config);
+    (jit.stats.clone(), stop)
 }
 
 #[test]

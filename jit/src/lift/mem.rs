@@ -526,23 +526,7 @@ impl Lower<'_> {
             // Far from the group's first access: outside its page often enough (always, for
             // some sites: a global structure straddling a page boundary) that a cold probe
             // of the TLB beats leaving the block.
-            let inpage = self.b.create_block();
-            let probe = self.b.create_block();
-            let join = self.b.create_block();
-            let host = self.b.append_block_param(join, types::I64);
-            self.b.set_cold_block(probe);
-            self.b.ins().brif(ok, inpage, &[], probe, &[]);
-            self.b.seal_block(inpage);
-            self.b.seal_block(probe);
-            self.b.switch_to_block(inpage);
-            let h = self.group_host(i, delta);
-            self.b.ins().jump(join, &[h.into()]);
-            self.b.switch_to_block(probe);
-            let h = self.probe_or_defer(table, lin, size);
-            self.b.ins().jump(join, &[h.into()]);
-            self.b.seal_block(join);
-            self.b.switch_to_block(join);
-            return host;
+            return self.in_page_or_probe(ok, i, delta, table, lin, size);
         }
         let host = self.probe_or_defer(table, lin, size);
         if let Role::First(i) = role {
@@ -562,6 +546,23 @@ impl Lower<'_> {
             self.tlb_read()
         };
         let ok = self.group_member(i, delta, size);
+        let host = self.in_page_or_probe(ok, i, delta, table, lin, size);
+        self.group_rerecord(i, lin, host, delta, size);
+        host
+    }
+
+    /// The host address of a member of group `i`, `delta` bytes from its record: the recorded
+    /// one plus `delta` when `ok` (in the recorded page), else a probe of `table` in cold
+    /// blocks, leaving the block if it misses. Made current.
+    fn in_page_or_probe(
+        &mut self,
+        ok: Value,
+        i: usize,
+        delta: i64,
+        table: Value,
+        lin: Value,
+        size: u8,
+    ) -> Value {
         let inpage = self.b.create_block();
         let probe = self.b.create_block();
         let join = self.b.create_block();
@@ -580,7 +581,6 @@ impl Lower<'_> {
         self.b.ins().jump(join, &[h.into()]);
         self.b.seal_block(join);
         self.b.switch_to_block(join);
-        self.group_rerecord(i, lin, host, delta, size);
         host
     }
 

@@ -709,11 +709,10 @@ pub fn lower_region(
         l.tlb_read();
         l.tlb_write();
         if group::carry_enabled() {
-            let carries: Vec<Vec<group::Carry>> = (0..l.members.len())
+            let carries: Vec<Vec<group::Carry>> = (0..members_in_region)
                 .map(|i| {
-                    let own = if i < members_in_region { i } else { 0 };
-                    let blk = order[own];
-                    if !crate::region::successors(blk).contains(&l.members[own].rip) {
+                    let blk = order[i];
+                    if !crate::region::successors(blk).contains(&l.members[i].rip) {
                         return Vec::new();
                     }
                     group::carried_bases(&blk.insns)
@@ -731,7 +730,7 @@ pub fn lower_region(
             // The peeled copy shares the first block's variables.
             l.carries = carries;
             if peel {
-                l.carries[members_in_region] = l.carries[0].clone();
+                l.carries.push(l.carries[0].clone());
             }
         }
         for i in 0..17 {

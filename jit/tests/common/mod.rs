@@ -135,12 +135,23 @@ pub fn run_sys(
     b: &mut lockstep_interp::testkit_sys::SysMachine,
     slice: u64,
 ) -> (Jit, lockstep_interp::ExitReason) {
-    use lockstep_interp::ExitReason;
-    let mut jit = Jit::new(JitConfig {
+    let config = JitConfig {
         threshold: 2,
         batch: 1,
         ..JitConfig::default()
-    });
+    };
+    run_sys_with(a, b, slice, config)
+}
+
+/// [`run_sys`] with the JIT configured by `config`.
+pub fn run_sys_with(
+    a: &mut lockstep_interp::testkit_sys::SysMachine,
+    b: &mut lockstep_interp::testkit_sys::SysMachine,
+    slice: u64,
+    config: JitConfig,
+) -> (Jit, lockstep_interp::ExitReason) {
+    use lockstep_interp::ExitReason;
+    let mut jit = Jit::new(config);
     for n in 0..1_000_000 {
         let ea = lockstep_interp::Interpreter.run(&mut a.cpu, &mut a.ram, &mut a.bus, slice);
         let eb = jit.run(&mut b.cpu, &mut b.ram, &mut b.bus, slice);
