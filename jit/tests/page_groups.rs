@@ -250,6 +250,30 @@ fn a_group_is_not_trusted_after_an_eviction() {
     }
 }
 
+/// A loop (from [`remap_setup`]'s registers) whose runs store through P (filling its
+/// entries), jump to a new block, point P's PTE at ALT without a flush, replace P's read
+/// entry by an x87 load from Q (same slot; run through the interpreter, then compiled code
+/// goes on), run `body`, and put the PTE back with INVLPG.
+fn evicted_remap_loop(body: impl Fn(&mut CodeAssembler) -> Result<(), IcedError>) -> Vec<u8> {
+    assemble(|a| {
+        let mut top = a.create_label();
+        let mut next = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(qword_ptr(rbx + 16), rax)?;
+        a.jmp(next)?;
+        a.set_label(&mut next)?;
+        a.mov(qword_ptr(r8), r9)?;
+        a.fld(qword_ptr(rdx))?;
+        a.fstp(st0)?;
+        body(a)?;
+        a.mov(qword_ptr(r8), r10)?;
+        a.invlpg(byte_ptr(rbx))?;
+        a.dec(edi)?;
+        a.jnz(top)?;
+        a.hlt()
+    })
+}
+
 #[test]
 fn a_read_modify_write_reads_through_the_translation_a_read_would_use() {
     // One translation per read-modify-write: the compiled code probes only the write TLB and
@@ -260,23 +284,7 @@ fn a_read_modify_write_reads_through_the_translation_a_read_would_use() {
     // compiled code runs through the interpreter and then goes on) replaces P's read entry
     // and so drops its write entry: `add [rbx+8], 1` must walk the tables to ALT in both
     // engines, as a read would.
-    let code = assemble(|a| {
-        let mut top = a.create_label();
-        let mut next = a.create_label();
-        a.set_label(&mut top)?;
-        a.mov(qword_ptr(rbx + 16), rax)?;
-        a.jmp(next)?;
-        a.set_label(&mut next)?;
-        a.mov(qword_ptr(r8), r9)?;
-        a.fld(qword_ptr(rdx))?;
-        a.fstp(st0)?;
-        a.add(qword_ptr(rbx + 8), 1)?;
-        a.mov(qword_ptr(r8), r10)?;
-        a.invlpg(byte_ptr(rbx))?;
-        a.dec(edi)?;
-        a.jnz(top)?;
-        a.hlt()
-    });
+    let code = evicted_remap_loop(|a| a.add(qword_ptr(rbx + 8), 1));
     let m = remap_run(&code);
     // Every iteration read and wrote ALT; P was never touched.
     assert_eq!(m.ram.read_u64(P + 8).unwrap(), 1);
@@ -293,30 +301,16 @@ fn a_load_stored_back_reads_what_the_interpreter_reads() {
     // read P while the interpreter reads ALT.) Also with the store reaching the same address
     // through `add rbx, 8` (a member at the load's address).
     for step in [false, true] {
-        let code = assemble(|a| {
-            let mut top = a.create_label();
-            let mut next = a.create_label();
-            a.set_label(&mut top)?;
-            a.mov(qword_ptr(rbx + 16), rax)?;
-            a.jmp(next)?;
-            a.set_label(&mut next)?;
-            a.mov(qword_ptr(r8), r9)?;
-            a.fld(qword_ptr(rdx))?;
-            a.fstp(st0)?;
+        let code = evicted_remap_loop(|a| {
             a.mov(rcx, qword_ptr(rbx + 8))?;
             a.add(rcx, 1)?;
             if step {
                 a.add(rbx, 8)?;
                 a.mov(qword_ptr(rbx), rcx)?;
-                a.sub(rbx, 8)?;
+                a.sub(rbx, 8)
             } else {
-                a.mov(qword_ptr(rbx + 8), rcx)?;
+                a.mov(qword_ptr(rbx + 8), rcx)
             }
-            a.mov(qword_ptr(r8), r10)?;
-            a.invlpg(byte_ptr(rbx))?;
-            a.dec(edi)?;
-            a.jnz(top)?;
-            a.hlt()
         });
         let m = remap_run(&code);
         assert_eq!(m.ram.read_u64(P + 8).unwrap(), 1);

@@ -73,20 +73,12 @@ pub fn later_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<u32> {
     out
 }
 
-/// For each instruction of `insns`: whether it is a load (a GPR destination, a memory
-/// source) of bytes that a later instruction of the block stores to, through the same
-/// address expression — the same base and index registers, the base moved only by `add/sub
-/// reg64, imm` in between (what [`Lower::derive`] follows), a displacement that makes up for
-/// it, and no more bytes than the load read (`mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax`).
-/// A block runs straight through unless it leaves early, so such a load is followed by the
-/// store whenever it completes: it may start a write group and leave the block when the
-/// write TLB misses (see `Lower::load_through_write`), since the store would miss as well.
-pub fn stores_back(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> {
-    use iced_x86::{InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register};
-    let mut info = InstructionInfoFactory::new();
-    // Per instruction: the GPRs it writes (full registers, as bits) and whether it writes
-    // memory.
-    let effects: Vec<(u32, bool)> = insns
+/// Per instruction of `insns`: the GPRs it writes (full registers, as bits `1 << index`)
+/// and whether it writes memory (for [`stores_back`] and [`carried_bases`]).
+fn effects(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<(u32, bool)> {
+    use iced_x86::OpAccess;
+    let mut info = iced_x86::InstructionInfoFactory::new();
+    insns
         .iter()
         .map(|d| {
             let i = info.info(&d.ins);
@@ -107,7 +99,39 @@ pub fn stores_back(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> 
             });
             (regs, stores)
         })
-        .collect();
+        .collect()
+}
+
+/// How far `ins` moves 64-bit GPR `reg` when it is `add/sub reg, imm` (what
+/// [`Lower::derive`] follows); `None` for any other instruction.
+fn constant_step(ins: &iced_x86::Instruction, reg: usize) -> Option<i64> {
+    use iced_x86::{Mnemonic, OpKind};
+    let r = ins.op0_register();
+    let ours = ins.op0_kind() == OpKind::Register
+        && r.is_gpr64()
+        && lockstep_interp::operand::gpr_ref(r).is_some_and(|g| g.index == reg)
+        && matches!(
+            ins.op1_kind(),
+            OpKind::Immediate8to64 | OpKind::Immediate32to64
+        );
+    match ins.mnemonic() {
+        Mnemonic::Add if ours => Some(ins.immediate(1) as i64),
+        Mnemonic::Sub if ours => Some((ins.immediate(1) as i64).wrapping_neg()),
+        _ => None,
+    }
+}
+
+/// For each instruction of `insns`: whether it is a load (a GPR destination, a memory
+/// source) of bytes that a later instruction of the block stores to, through the same
+/// address expression — the same base and index registers, the base moved only by `add/sub
+/// reg64, imm` in between (what [`Lower::derive`] follows), a displacement that makes up for
+/// it, and no more bytes than the load read (`mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax`).
+/// A block runs straight through unless it leaves early, so such a load is followed by the
+/// store whenever it completes: it may start a write group and leave the block when the
+/// write TLB misses (see `Lower::load_through_write`), since the store would miss as well.
+pub fn stores_back(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> {
+    use iced_x86::{Mnemonic, OpKind, Register};
+    let effects = effects(insns);
     let bit = |r: Register| {
         lockstep_interp::operand::gpr_ref(r)
             .filter(|_| r != Register::None)
@@ -158,20 +182,13 @@ pub fn stores_back(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> 
                 break;
             }
             if written & b != 0 {
-                let step = match (s.mnemonic(), s.op0_kind(), s.op1_kind()) {
-                    (Mnemonic::Add | Mnemonic::Sub, OpKind::Register, OpKind::Immediate8to64)
-                    | (Mnemonic::Add | Mnemonic::Sub, OpKind::Register, OpKind::Immediate32to64)
-                        if s.op0_register() == base =>
-                    {
-                        s.immediate(1) as i64
-                    }
-                    _ => break,
-                };
-                moved = if s.mnemonic() == Mnemonic::Add {
-                    moved.wrapping_add(step)
-                } else {
-                    moved.wrapping_sub(step)
-                };
+                match lockstep_interp::operand::gpr_ref(base)
+                    .filter(|_| base.is_gpr64())
+                    .and_then(|g| constant_step(s, g.index))
+                {
+                    Some(step) => moved = moved.wrapping_add(step),
+                    None => break,
+                }
             }
         }
     }
@@ -208,66 +225,46 @@ pub struct Carry {
 /// page. A guess: `Lower::carry_into` checks at the jump back that the record is where the
 /// next run expects it, and marks it not valid otherwise.
 pub fn carried_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<(u8, i64, bool)> {
-    use iced_x86::{InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register};
-    let mut info = InstructionInfoFactory::new();
-    let mut out = Vec::new();
-    for reg in 0..16u8 {
-        if reg as usize == lockstep_interp::state::reg::RSP {
-            continue;
-        }
-        let (mut moved, mut last, mut writes, mut ok) = (0i64, None, false, true);
-        for d in insns {
-            let ins = &d.ins;
-            let i = info.info(ins);
-            let base_is = |r: Register| {
-                r.is_gpr64()
-                    && lockstep_interp::operand::gpr_ref(r).map(|g| g.index) == Some(reg as usize)
-            };
-            let mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
-                && !matches!(ins.mnemonic(), Mnemonic::Lea | Mnemonic::Invlpg)
-                && !lockstep_interp::ops::mov::runs_as_nop(ins.mnemonic());
-            if mem
-                && base_is(ins.memory_base())
-                && ins.memory_index() == Register::None
-                && !matches!(ins.memory_segment(), Register::FS | Register::GS)
-            {
-                last = Some((ins.memory_displacement64() as i64).wrapping_add(moved));
-                writes |= i.used_memory().iter().any(|m| {
-                    !matches!(
-                        m.access(),
-                        OpAccess::Read | OpAccess::CondRead | OpAccess::NoMemAccess
-                    )
-                });
-            }
-            let written = i.used_registers().iter().any(|r| {
-                !matches!(r.access(), OpAccess::Read | OpAccess::CondRead)
-                    && lockstep_interp::operand::gpr_ref(r.register().full_register())
-                        .is_some_and(|g| g.index == reg as usize)
-            });
-            if written {
-                let step = match (ins.mnemonic(), ins.op0_kind(), ins.op1_kind()) {
-                    (
-                        Mnemonic::Add | Mnemonic::Sub,
-                        OpKind::Register,
-                        OpKind::Immediate8to64 | OpKind::Immediate32to64,
-                    ) if base_is(ins.op0_register()) => ins.immediate(1) as i64,
-                    _ => {
-                        ok = false;
-                        break;
-                    }
-                };
-                moved = if ins.mnemonic() == Mnemonic::Add {
-                    moved.wrapping_add(step)
-                } else {
-                    moved.wrapping_sub(step)
-                };
+    use iced_x86::{Mnemonic, OpKind, Register};
+    const RSP: usize = lockstep_interp::state::reg::RSP;
+    let effects = effects(insns);
+    // Per register: still a candidate, its net step so far, the last access's displacement
+    // (in terms of its value at the run's start), and whether one of its accesses writes.
+    let mut ok = [true; 16];
+    ok[RSP] = false;
+    let mut moved = [0i64; 16];
+    let mut last: [Option<i64>; 16] = [None; 16];
+    let mut writes = [false; 16];
+    for (d, &(written, stores)) in insns.iter().zip(&effects) {
+        let ins = &d.ins;
+        let mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
+            && !matches!(ins.mnemonic(), Mnemonic::Lea | Mnemonic::Invlpg)
+            && !lockstep_interp::ops::mov::runs_as_nop(ins.mnemonic());
+        let base = ins.memory_base();
+        if mem
+            && base.is_gpr64()
+            && ins.memory_index() == Register::None
+            && !matches!(ins.memory_segment(), Register::FS | Register::GS)
+        {
+            if let Some(g) = lockstep_interp::operand::gpr_ref(base) {
+                last[g.index] =
+                    Some((ins.memory_displacement64() as i64).wrapping_add(moved[g.index]));
+                writes[g.index] |= stores;
             }
         }
-        if let (true, Some(d)) = (ok, last) {
-            out.push((reg, d.wrapping_sub(moved), writes));
+        for r in 0..16 {
+            if written & (1 << r) != 0 && ok[r] {
+                match constant_step(ins, r) {
+                    Some(step) => moved[r] = moved[r].wrapping_add(step),
+                    None => ok[r] = false,
+                }
+            }
         }
     }
-    out
+    (0..16)
+        .filter(|&r| ok[r])
+        .filter_map(|r| Some((r as u8, last[r]?.wrapping_sub(moved[r]), writes[r])))
+        .collect()
 }
 
 /// One group: its key and table, the displacement of its first access, and the variables

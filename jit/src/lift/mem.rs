@@ -383,6 +383,15 @@ impl Lower<'_> {
         w
     }
 
+    /// The write TLB's pointer if `write`, else the read TLB's.
+    fn tlb(&mut self, write: bool) -> Value {
+        if write {
+            self.tlb_write()
+        } else {
+            self.tlb_read()
+        }
+    }
+
     /// TLB probe: (hit and the access stays inside the page, address of the entry). One
     /// compare decides both: the entry's tag must be the page of the access's last byte,
     /// and the entry is the slot of its first byte's page — a crossing access has a last
@@ -460,11 +469,7 @@ impl Lower<'_> {
                 return host;
             }
         }
-        let table = if write {
-            self.tlb_write()
-        } else {
-            self.tlb_read()
-        };
+        let table = self.tlb(write);
         let role = self.group_role(a.key, write, size);
         self.fast_path(table, a.lin, size, role)
     }
@@ -488,10 +493,7 @@ impl Lower<'_> {
             None => return None,
         };
         // A member outside the recorded page that probes the TLB probes the read TLB.
-        let table = match role {
-            Role::Member(..) => self.tlb_read(),
-            _ => self.tlb_write(),
-        };
+        let table = self.tlb(!matches!(role, Role::Member(..)));
         Some(self.fast_path(table, a.lin, size, role))
     }
 
@@ -540,11 +542,7 @@ impl Lower<'_> {
     /// after entering the block from elsewhere) a probe of the group's own table in a cold
     /// block, leaving the block if it misses. Either way the access becomes the group's record.
     fn carried_member(&mut self, i: usize, lin: Value, size: u8, delta: i64) -> Value {
-        let table = if self.group_writes(i) {
-            self.tlb_write()
-        } else {
-            self.tlb_read()
-        };
+        let table = self.tlb(self.group_writes(i));
         let ok = self.group_member(i, delta, size);
         let host = self.in_page_or_probe(ok, i, delta, table, lin, size);
         self.group_rerecord(i, lin, host, delta, size);
