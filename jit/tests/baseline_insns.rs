@@ -3,7 +3,9 @@
 //! memory and retired count at every budget slice: 8-bit operations on AH/CH/DH/BH;
 //! STMXCSR, VSTMXCSR and FNSTCW; DIV and IDIV; BT/BTS/BTR/BTC, BSF and BSR; 8- and 16-bit
 //! shifts by a constant. And negative
-//! 8-bit immediates of PUSH and of `add/sub rsp` (the tier once took the raw byte).
+//! 8-bit immediates of PUSH and of `add/sub rsp` (the tier once took the raw byte); MOVs
+//! between registers and of immediates, which go straight to the destination's slot, and the
+//! zeroing idioms, which do not load their register (session 45).
 
 mod common;
 
@@ -402,4 +404,161 @@ fn narrow_shifts_match_the_interpreter() {
     assert!(ran_to_hlt(&exit), "{exit:?}");
     all_in_the_tier(&jit);
     assert!(m.gpr(reg::R13) != 0);
+}
+
+/// MOVs the tier emits without the renamed host MOV (`insn::mov_direct`): 32-bit MOVs, which
+/// zero the upper half, of registers whose upper halves are set; 64-bit ones, to itself too;
+/// 32-bit immediates with bit 31 set (zero-extended, where `mov qword [m], imm32` would
+/// sign-extend) and without; `mov r64, imm32` negative (sign-extended); MOVABS of values that
+/// do and do not fit a sign-extended imm32. And the zeroing idioms of 32 and 64 bits, whose
+/// register is not loaded (XOR, SUB, SBB after a borrow and without), beside 8- and 16-bit
+/// ones, which keep the register's other bytes, with their flags read. And instructions whose
+/// second operand, a register, the host reads from its slot: MOVZX, MOVSX(D), CMOVcc, IMUL,
+/// 8- and 16-bit MOV, ADD, SUB, ADC, CMP and TEST. In a function called 400 times on changing
+/// values.
+#[test]
+fn direct_movs_zero_idioms_and_slot_sources_match_the_interpreter() {
+    let setup: Emitter = |a| a.mov(rdi, 0x9e37_79b9_7f4a_7c15u64);
+    let code = calls(400, setup, |a| {
+        a.imul_3(rdi, rdi, 0x2545_f491)?;
+        a.add(rdi, r15)?;
+        for r in [rax, rbx, rcx, rdx, rsi, r8, r9, r10, r11] {
+            a.mov(r, rdi)?;
+            a.imul_3(rdi, rdi, 0x2545_f491)?;
+        }
+        a.mov(eax, ebx)?;
+        a.mov(r8d, ecx)?;
+        a.mov(edx, edx)?;
+        a.mov(rsi, r9)?;
+        a.mov(r10, r10)?;
+        a.add(r14, rax)?;
+        a.add(r14, r8)?;
+        a.add(r14, rdx)?;
+        a.add(r14, rsi)?;
+        a.add(r14, r10)?;
+        a.mov(ebx, 0x8000_0001u32)?;
+        a.mov(ecx, 5u32)?;
+        a.mov(r9, -5i64)?;
+        a.mov(r11, 0x1234_5678_9abc_def0u64)?;
+        a.mov(rax, 0x7fff_ffffu64)?;
+        a.add(r14, rbx)?;
+        a.add(r14, rcx)?;
+        a.add(r14, r9)?;
+        a.add(r14, r11)?;
+        a.add(r14, rax)?;
+        a.mov(rax, rdi)?;
+        a.mov(rbx, rdi)?;
+        a.mov(rcx, rdi)?;
+        a.mov(rdx, rdi)?;
+        a.mov(rsi, rdi)?;
+        a.xor(eax, eax)?;
+        read_flags(a)?;
+        a.sub(rbx, rbx)?;
+        a.cmp(rdi, r15)?;
+        a.sbb(ecx, ecx)?;
+        read_flags(a)?;
+        a.cmp(r15, rdi)?;
+        a.sbb(rdx, rdx)?;
+        a.xor(si, si)?;
+        a.sub(dil, dil)?;
+        read_flags(a)?;
+        // Second operands read from their slots (`insn::with_slot_source`), of every width,
+        // from registers whose other bytes are set.
+        a.mov(rbx, rdi)?;
+        a.imul_3(rdi, rdi, 0x2545_f491)?;
+        a.mov(r8, rdi)?;
+        a.not(rdi)?;
+        a.movzx(eax, bl)?;
+        a.movzx(ecx, r8w)?;
+        a.movsx(rdx, bl)?;
+        a.movsxd(rsi, r8d)?;
+        a.add(r14, rax)?;
+        a.add(r14, rcx)?;
+        a.add(r14, rdx)?;
+        a.add(r14, rsi)?;
+        a.cmp(bx, r8w)?;
+        a.cmovl(rax, rdi)?;
+        a.cmovg(ecx, r8d)?;
+        a.imul_2(rdx, rbx)?;
+        a.imul_3(esi, r8d, 7)?;
+        a.add(cx, di)?;
+        a.sub(dl, r8b)?;
+        a.mov(sil, bl)?;
+        a.mov(r9w, r8w)?;
+        a.adc(r9, rbx)?;
+        a.test(r8d, edi)?;
+        read_flags(a)?;
+        a.add(r14, rax)?;
+        a.add(r14, rcx)?;
+        a.add(r14, rdx)?;
+        a.add(r14, rsi)?;
+        for r in [rax, rbx, rcx, rdx, rsi, rdi, r8, r9, r10, r11, r12] {
+            a.imul_3(r13, r13, 3)?;
+            a.add(r13, r)?;
+        }
+        Ok(())
+    });
+    let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    all_in_the_tier(&jit);
+    assert!(m.gpr(reg::R13) != 0 && m.gpr(reg::R14) != 0);
+}
+
+/// A logic operation right before a block's last instruction, a Jcc both of whose ways leave
+/// the function, hands its flags over as a `Logic` record of its result instead of a capture
+/// (`Emit::hand_over`, session 45): 32- and 64-bit TEST of a register with itself (the 32-bit
+/// one of a register whose upper half is set while its lower half is sometimes 0), AND, OR
+/// and XOR. Both ways read the flags first: the taken one on the next page in the tier
+/// (`fold_incoming`'s inline merge of the record), the fall-through one in a block the tier
+/// does not cover (ROL), which Cranelift compiles (a run-time record); budget slices stop
+/// between them (the dispatcher folds the record).
+#[test]
+fn logic_flags_handed_over_as_records_match_the_interpreter() {
+    fn body<const OP: u8>(a: &mut CodeAssembler) -> Result<(), IcedError> {
+        let mut far = a.create_label();
+        let mut join = a.create_label();
+        a.imul_3(rdi, rdi, 0x2545_f491)?;
+        a.add(rdi, r15)?;
+        // RAX: RDI shifted left by R15 % 64 (the low half 0 for shifts of 32 and more).
+        a.mov(rax, rdi)?;
+        a.mov(ecx, r15d)?;
+        a.and(ecx, 63)?;
+        a.shl(rax, cl)?;
+        a.mov(rdx, rdi)?;
+        a.mov(rsi, rax)?;
+        a.imul_3(rsi, rsi, 3)?;
+        match OP {
+            0 => a.test(eax, eax)?,
+            1 => a.test(rax, rax)?,
+            2 => a.and(esi, edx)?,
+            3 => a.or(rsi, rax)?,
+            _ => a.xor(edx, eax)?,
+        }
+        a.jl(far)?;
+        read_flags(a)?;
+        a.rol(r14, 1)?;
+        a.jmp(join)?;
+        // The taken way starts on the next page (never executed).
+        a.db(&[0xcc; 4096])?;
+        a.set_label(&mut far)?;
+        read_flags(a)?;
+        a.add(r14, 1)?;
+        a.set_label(&mut join)?;
+        for r in [r8, r9, r10, r11, r12, rsi, rdx] {
+            a.imul_3(r13, r13, 3)?;
+            a.add(r13, r)?;
+        }
+        Ok(())
+    }
+    let setup: Emitter = |a| a.mov(rdi, 0x9e37_79b9_7f4a_7c15u64);
+    let bodies: [Emitter; 5] = [body::<0>, body::<1>, body::<2>, body::<3>, body::<4>];
+    for body in bodies {
+        let code = calls(400, setup, body);
+        let (m, jit, exit) = compare(&code, &short_slices(), baseline_config(), &|_| {});
+        assert!(ran_to_hlt(&exit), "{exit:?}");
+        let s = &jit.stats;
+        assert_eq!(s.compile_errors, 0, "{}", s.summary());
+        assert!(s.baseline >= 3, "{}", s.summary());
+        assert!(m.gpr(reg::R13) != 0 && m.gpr(reg::R14) != 0);
+    }
 }

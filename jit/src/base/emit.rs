@@ -29,12 +29,16 @@ type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
 
 /// The last memory access whose linear address and page's host delta R8 and R9 still hold: R8 is guest
 /// register `g`'s current value plus `off`; its page's hit came from the write table (and
-/// so serves reads as well) or the read one.
+/// so serves reads as well) or the read one. The bytes from `g + lo` to `g + hi` (the span
+/// of the accesses at `g` since that probe, all checked to lie in its page) are in the same
+/// page: an access inside them needs no check.
 #[derive(Clone, Copy, Debug)]
 struct Last {
     g: usize,
     off: i64,
     write: bool,
+    lo: i64,
+    hi: i64,
 }
 
 /// Largest distance from the last access that an access takes without a TLB probe (as
@@ -97,6 +101,14 @@ pub struct Emit {
     pub next_ip: u64,
     /// Captured host flags in R10 not yet merged into RFLAGS.
     pending: Option<Capture>,
+    /// Instead of a capture: the guest's status flags are those of a logic operation (AND,
+    /// OR, XOR, TEST) of this many bytes (4 or 8) whose result RAX holds, and the host's flags
+    /// are still its own. Only between such an instruction and the function's last Jcc, whose
+    /// exits hand them over as a `Logic` record ([`Emit::hand_over`]).
+    lazy: Option<u8>,
+    /// The instruction being emitted may leave its flags lazy (`base::compile`: a logic
+    /// operation right before the function's last instruction, a Jcc whose both ways exit).
+    pub lazy_ok: bool,
     pub host: HostFlags,
     /// The last access, while R8 and R9 still hold its linear address and host delta.
     last: Option<Last>,
@@ -142,6 +154,8 @@ impl Emit {
             ip: 0,
             next_ip: 0,
             pending: None,
+            lazy: None,
+            lazy_ok: false,
             host: HostFlags::Stale,
             record_live: false,
             last: None,
@@ -272,8 +286,25 @@ impl Emit {
         Ok(())
     }
 
+    /// The flags of a logic operation just run, whose result of `size` bytes RAX holds, left
+    /// to the exits of the function's last Jcc (`lazy_ok`): no capture, the host's flags
+    /// stay the guest's for the Jcc.
+    pub fn lazy_logic(&mut self, size: u8) {
+        debug_assert!(self.pending.is_none() && matches!(size, 4 | 8));
+        self.lazy = Some(size);
+        self.host = HostFlags::Guest;
+    }
+
     /// Merge captured flags into RFLAGS (clobbers the host's flags).
     pub fn flush(&mut self) -> Result<(), IcedError> {
+        if self.lazy.is_some() {
+            // (Not on any path the tier emits today: lazy flags reach only the exits, which
+            // hand them over. Captured here from the host's flags, which are still the
+            // logic operation's, RAX kept.)
+            debug_assert!(self.host == HostFlags::Guest);
+            self.lazy = None;
+            self.capture(STATUS & !super::insn::AF, STATUS)?;
+        }
         let Some(c) = self.pending.take() else {
             return Ok(());
         };
@@ -292,6 +323,21 @@ impl Emit {
     /// of RFLAGS; the next block folds it only if it reads a flag before writing them all
     /// (as any record). Any other capture (INC/DEC keep CF) is merged ([`Emit::flush`]).
     pub fn hand_over(&mut self) -> Result<(), IcedError> {
+        if let Some(size) = self.lazy.take() {
+            // A `Logic` record of the result (its flags: CF, OF and AF 0, ZF, SF and PF of
+            // the result), three instructions instead of the capture's seven.
+            use crate::lift::flags::{encode, FlagOp};
+            if size == 4 {
+                // (TEST loaded the whole register: the record's result is the 32 bits.)
+                self.a.mov(eax, eax)?;
+            }
+            self.a.mov(qword_ptr(rsi + Frame::OFF_FL_RES), rax)?;
+            self.a
+                .mov(r11, encode(FlagOp::Logic, size, flags::STATUS))?;
+            self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), r11)?;
+            self.record_live = false;
+            return Ok(());
+        }
         let Some(c) = self.pending else {
             return Ok(());
         };
@@ -319,12 +365,12 @@ impl Emit {
     }
 
     /// The flag state at a branch, for the code of its other side ([`Emit::restore`]).
-    pub fn branch_state(&self) -> (Option<Capture>, HostFlags, bool) {
-        (self.pending, self.host, self.record_live)
+    pub fn branch_state(&self) -> (Option<Capture>, HostFlags, bool, Option<u8>) {
+        (self.pending, self.host, self.record_live, self.lazy)
     }
 
-    pub fn restore(&mut self, s: (Option<Capture>, HostFlags, bool)) {
-        (self.pending, self.host, self.record_live) = s;
+    pub fn restore(&mut self, s: (Option<Capture>, HostFlags, bool, Option<u8>)) {
+        (self.pending, self.host, self.record_live, self.lazy) = s;
     }
 
     /// Make the host's flags hold the guest's for a condition (reading CF if `carry`): as
@@ -375,6 +421,8 @@ impl Emit {
         if let Some(l) = &mut self.last {
             if l.g == g {
                 l.off = l.off.wrapping_sub(delta);
+                l.lo = l.lo.wrapping_sub(delta);
+                l.hi = l.hi.wrapping_sub(delta);
             }
         }
     }
@@ -402,27 +450,35 @@ impl Emit {
         // read side effects either: MMIO pages are never cached).
         if let Some(l) = self.last.filter(|l| l.g == g && (l.write || !write)) {
             let delta = disp.wrapping_sub(l.off);
+            let end = disp.wrapping_add(size as i64);
             if delta.abs() < REUSE_DELTA {
-                let last = 4096 - size as i64;
-                // The last access's page offset plus `delta` must stay in [0, last].
-                self.a.mov(ecx, r8d)?;
-                self.a.and(ecx, 0xfff)?;
-                if delta >= 0 {
-                    self.a.cmp(ecx, (last - delta) as i32)?;
-                } else {
-                    self.a.add(rcx, delta as i32)?;
-                    self.a.cmp(rcx, last as i32)?;
+                // Inside the span already checked: in the page, no check (a pop of what a
+                // push stored, a load of a slot stored to earlier).
+                if !(l.lo <= disp && end <= l.hi) {
+                    let last = 4096 - size as i64;
+                    // The last access's page offset plus `delta` must stay in [0, last].
+                    self.a.mov(ecx, r8d)?;
+                    self.a.and(ecx, 0xfff)?;
+                    if delta >= 0 {
+                        self.a.cmp(ecx, (last - delta) as i32)?;
+                    } else {
+                        self.a.add(rcx, delta as i32)?;
+                        self.a.cmp(rcx, last as i32)?;
+                    }
+                    let defer = self.defer_label()?;
+                    self.a.ja(defer)?;
                 }
-                let defer = self.defer_label()?;
-                self.a.ja(defer)?;
                 if delta != 0 {
                     // (R9, the page's host delta, serves the whole page.)
                     self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
                 }
+                // Both spans are in the page, and so is everything between them.
                 self.last = Some(Last {
                     g,
                     off: disp,
                     write: l.write,
+                    lo: l.lo.min(disp),
+                    hi: l.hi.max(end),
                 });
                 return Ok(());
             }
@@ -436,6 +492,8 @@ impl Emit {
             g,
             off: disp,
             write,
+            lo: disp,
+            hi: disp.wrapping_add(size as i64),
         });
         Ok(())
     }
@@ -540,6 +598,10 @@ impl Emit {
     /// A cold exit with `status` at `ip`, `k` instructions into the function: captured flags
     /// and MXCSR merged as at [`Emit::defer_label`]'s.
     fn leave_at(&mut self, status: u64, ip: u64, k: u64) -> Result<CodeLabel, IcedError> {
+        debug_assert!(
+            self.lazy.is_none(),
+            "lazy flags reach only the last Jcc's exits"
+        );
         let mut l = self.a.create_label();
         let (pending, record_live, mx) = (self.pending, self.record_live, self.mx);
         match ret::pack(status, ip, k) {
@@ -773,6 +835,27 @@ pub(super) fn merge_raw_record(a: &mut CodeAssembler) -> Result<(), IcedError> {
         clear: STATUS,
     };
     merge(a, all, true)
+}
+
+/// A `Logic` record of `size` bytes (4 or 8; [`Emit::hand_over`]'s lazy flags) merged: the
+/// host's flags of a TEST of its result, captured (AF 0, as the record has it) and merged
+/// as [`merge_raw_record`] merges a raw one (the record dropped). Clobbers RAX.
+pub(super) fn merge_logic_record(a: &mut CodeAssembler, size: u8) -> Result<(), IcedError> {
+    if size == 8 {
+        a.mov(rax, qword_ptr(rsi + Frame::OFF_FL_RES))?;
+        a.test(rax, rax)?;
+    } else {
+        a.mov(eax, dword_ptr(rsi + Frame::OFF_FL_RES))?;
+        a.test(eax, eax)?;
+    }
+    a.lahf()?;
+    a.seto(al)?;
+    a.movzx(r10d, ax)?;
+    let logic = Capture {
+        set: STATUS & !super::insn::AF,
+        clear: STATUS,
+    };
+    merge(a, logic, true)
 }
 
 /// The merges a cold exit makes before its exit word (`key` as in [`Emit::shared_tail`]): the

@@ -176,6 +176,13 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         for (i, d) in part.insns.iter().enumerate() {
             e.start_insn(before as usize + i, d);
             let last = i + 1 == n;
+            // The instruction right before the function's last, a Jcc whose both ways exit
+            // (not a loop's way back to the top, which wants RFLAGS whole): its flags may go
+            // to the exits lazily.
+            e.lazy_ok = next.is_none()
+                && i + 2 == n
+                && e.loop_top.is_none()
+                && part.insns[n - 1].ins.is_jcc_short_or_near();
             let r = match next {
                 Some(next) if last => {
                     if !insn::leads_to(&d.ins, next) {
@@ -321,11 +328,18 @@ fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
     e.later(move |a| {
         let mut call = a.create_label();
         a.set_label(&mut cold)?;
+        let mut not_raw = a.create_label();
         a.mov(rax, crate::lift::flags::RAW_CODE)?;
         a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), rax)?;
-        a.jne(call)?;
+        a.jne(not_raw)?;
         emit::merge_raw_record(a)?;
         a.jmp(back)?;
+        a.set_label(&mut not_raw)?;
+        // The baseline tier's lazy records (`Emit::hand_over`), inline too.
+        let mut four = a.create_label();
+        fold_logic_record(a, 8, four, back)?;
+        a.set_label(&mut four)?;
+        fold_logic_record(a, 4, call, back)?;
         a.set_label(&mut call)?;
         // Entered like a call (RSP = 8 mod 16): two pushes and 8 bytes align the call.
         a.push(rdi)?;
@@ -348,6 +362,25 @@ fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
         a.jmp(back)
     });
     Ok(())
+}
+
+/// If the incoming record is a `Logic` one of `size` bytes, its merge and a jump to `back`;
+/// else on to `miss`.
+fn fold_logic_record(
+    a: &mut CodeAssembler,
+    size: u8,
+    miss: CodeLabel,
+    back: CodeLabel,
+) -> Result<(), IcedError> {
+    use crate::lift::flags::{encode, FlagOp};
+    a.mov(
+        rax,
+        encode(FlagOp::Logic, size, lockstep_interp::state::flags::STATUS),
+    )?;
+    a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), rax)?;
+    a.jne(miss)?;
+    emit::merge_logic_record(a, size)?;
+    a.jmp(back)
 }
 
 /// A listing of baseline machine code (diagnostics: `--verify` reports, IR dumps).
