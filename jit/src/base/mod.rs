@@ -28,6 +28,7 @@ mod emit;
 mod encode;
 pub mod insn;
 mod muldiv;
+mod regs;
 mod shift;
 pub mod simd;
 
