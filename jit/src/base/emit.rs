@@ -328,7 +328,8 @@ impl Emit {
             // the result), three instructions instead of the capture's seven.
             use crate::lift::flags::{encode, FlagOp};
             if size == 4 {
-                // (TEST loaded the whole register: the record's result is the 32 bits.)
+                // (A 32-bit TEST loaded the whole register, AND/OR/XOR zero-extended it:
+                // the record's result is the 32 bits.)
                 self.a.mov(eax, eax)?;
             }
             self.a.mov(qword_ptr(rsi + Frame::OFF_FL_RES), rax)?;

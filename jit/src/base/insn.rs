@@ -701,7 +701,7 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     }
     let mut dest = None;
     // A second operand that is a guest register is read from its slot by the host
-    // instruction itself (`add eax, [rdi + slot]`) rather than loaded into RDX first.
+    // instruction itself (`add rax, [rdi + slot]`) rather than loaded into RDX first.
     let slot_source = super::regs::slot_source_form(ins);
     for op in 0..ins.op_count() {
         if ins.op_kind(op) != OpKind::Register || (op == 1 && slot_source.is_some()) {
@@ -776,14 +776,13 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     if !imul_fix {
         store(e)?;
     }
-    match masks {
-        Some(_) if dead => e.host = super::emit::HostFlags::Stale,
-        Some(_) if e.lazy_ok && lazy_logic(ins).is_some() => {
-            e.lazy_logic(lazy_logic(ins).expect("checked"))
-        }
-        Some((set, clear)) if imul_fix => e.capture(set, clear)?,
-        Some((set, clear)) => e.capture_in_rax(set, clear)?,
-        None => {}
+    let lazy = if e.lazy_ok { lazy_logic(ins) } else { None };
+    match (masks, lazy) {
+        (Some(_), _) if dead => e.host = super::emit::HostFlags::Stale,
+        (Some(_), Some(size)) => e.lazy_logic(size),
+        (Some((set, clear)), None) if imul_fix => e.capture(set, clear)?,
+        (Some((set, clear)), None) => e.capture_in_rax(set, clear)?,
+        (None, _) => {}
     }
     if imul_fix {
         // SF and PF of the product's low half (the destination), as the interpreter has them.
