@@ -102,7 +102,8 @@ pub struct Emit {
     /// Captured host flags in R10 not yet merged into RFLAGS.
     pending: Option<Capture>,
     /// Instead of a capture: the guest's status flags are those of a logic operation (AND,
-    /// OR, XOR, TEST) of this many bytes (4 or 8) whose result RAX holds, and the host's flags
+    /// OR, XOR, TEST) of this many bytes (4 or 8) whose result RAX holds (zero-extended),
+    /// and the host's flags
     /// are still its own. Only between such an instruction and the function's last Jcc, whose
     /// exits hand them over as a `Logic` record ([`Emit::hand_over`]).
     lazy: Option<u8>,
@@ -247,9 +248,7 @@ impl Emit {
     /// LAHF and SETO straight into RAX, three instructions instead of five. Clobbers RAX.
     pub fn capture_in_rax(&mut self, set: u32, clear: u32) -> Result<(), IcedError> {
         debug_assert!(self.pending.is_none(), "merge flushed before the host op");
-        self.a.lahf()?;
-        self.a.seto(al)?;
-        self.a.movzx(r10d, ax)?;
+        raw_capture_through_rax(&mut self.a)?;
         self.captured(set, clear);
         Ok(())
     }
@@ -286,7 +285,8 @@ impl Emit {
         Ok(())
     }
 
-    /// The flags of a logic operation just run, whose result of `size` bytes RAX holds, left
+    /// The flags of a logic operation just run, whose result of `size` bytes RAX holds
+    /// (zero-extended), left
     /// to the exits of the function's last Jcc (`lazy_ok`): no capture, the host's flags
     /// stay the guest's for the Jcc.
     pub fn lazy_logic(&mut self, size: u8) {
@@ -327,11 +327,6 @@ impl Emit {
             // A `Logic` record of the result (its flags: CF, OF and AF 0, ZF, SF and PF of
             // the result), three instructions instead of the capture's seven.
             use crate::lift::flags::{encode, FlagOp};
-            if size == 4 {
-                // (A 32-bit TEST loaded the whole register, AND/OR/XOR zero-extended it:
-                // the record's result is the 32 bits.)
-                self.a.mov(eax, eax)?;
-            }
             self.a.mov(qword_ptr(rsi + Frame::OFF_FL_RES), rax)?;
             self.a
                 .mov(r11, encode(FlagOp::Logic, size, flags::STATUS))?;
@@ -838,6 +833,14 @@ pub(super) fn merge_raw_record(a: &mut CodeAssembler) -> Result<(), IcedError> {
     merge(a, all, true)
 }
 
+/// The host's flags into R10 in the raw layout ([`Capture`]) by LAHF and SETO into RAX.
+/// Clobbers RAX.
+fn raw_capture_through_rax(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.lahf()?;
+    a.seto(al)?;
+    a.movzx(r10d, ax)
+}
+
 /// A `Logic` record of `size` bytes (4 or 8; [`Emit::hand_over`]'s lazy flags) merged: the
 /// host's flags of a TEST of its result, captured (AF 0, as the record has it) and merged
 /// as [`merge_raw_record`] merges a raw one (the record dropped). Clobbers RAX.
@@ -849,9 +852,7 @@ pub(super) fn merge_logic_record(a: &mut CodeAssembler, size: u8) -> Result<(), 
         a.mov(eax, dword_ptr(rsi + Frame::OFF_FL_RES))?;
         a.test(eax, eax)?;
     }
-    a.lahf()?;
-    a.seto(al)?;
-    a.movzx(r10d, ax)?;
+    raw_capture_through_rax(a)?;
     let logic = Capture {
         set: STATUS & !super::insn::AF,
         clear: STATUS,

@@ -382,8 +382,8 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         _ if ins.is_jcc_short_or_near() => jcc(e, ins)?,
         Code::Jrcxz_rel8_64 | Code::Jecxz_rel8_64 => jrcxz(e, ins)?,
         _ if ins.mnemonic() == Mnemonic::Lea => lea(e, ins)?,
-        _ => match super::regs::direct_mov(ins) {
-            Some(mov) => super::regs::mov_direct(e, mov)?,
+        _ => match super::regs::mov_imm(ins) {
+            Some(mov) => super::regs::emit_mov_imm(e, mov)?,
             None => rename(e, ins, dead)?,
         },
     }
@@ -779,7 +779,14 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     let lazy = if e.lazy_ok { lazy_logic(ins) } else { None };
     match (masks, lazy) {
         (Some(_), _) if dead => e.host = super::emit::HostFlags::Stale,
-        (Some(_), Some(size)) => e.lazy_logic(size),
+        (Some(_), Some(size)) => {
+            if size == 4 && m == Test {
+                // (TEST loaded the whole register: the record's result is its low 32 bits,
+                // as AND/OR/XOR leave theirs. MOV keeps the host's flags for the Jcc.)
+                e.a.mov(eax, eax)?;
+            }
+            e.lazy_logic(size)
+        }
         (Some((set, clear)), None) if imul_fix => e.capture(set, clear)?,
         (Some((set, clear)), None) => e.capture_in_rax(set, clear)?,
         (None, _) => {}

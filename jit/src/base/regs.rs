@@ -1,76 +1,43 @@
-//! The baseline tier's register operands without the renamed host instruction's load:
-//! MOVs between 32/64-bit guest registers and of immediates straight into the destination's
-//! slot, and second operands that the host instruction reads from their slots in `CpuState`.
+//! The baseline tier's register operands without the renamed host instruction's load: MOVs
+//! of immediates straight into the destination's slot, and 64-bit second operands that the
+//! host instruction reads from their slots in `CpuState`.
 
 use super::emit::Emit;
 use crate::frame::gpr_off;
 use iced_x86::code_asm::*;
-use iced_x86::{Code, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{Code, Instruction, MemoryOperand, Mnemonic, OpKind, Register};
 use lockstep_interp::operand::gpr_ref;
 use lockstep_interp::ops::mov::is_cmovcc;
 
-/// Where a MOV into a 32- or 64-bit guest register takes its value from, when the value can
-/// go straight to the destination's slot ([`mov_direct`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum MovFrom {
-    /// Guest register `g`, of the destination's size.
-    Reg(usize),
-    /// A constant: the destination register's whole 64-bit value afterwards.
-    Imm(u64),
-}
-
-/// `ins` as a MOV into guest register `g` of `size` bytes (4 or 8) from a register of the
-/// same size or from an immediate; `None` for every other instruction (a memory operand, a
-/// narrower destination, AH/CH/DH/BH).
-pub(super) fn direct_mov(ins: &Instruction) -> Option<(usize, u8, MovFrom)> {
+/// `ins` as a MOV of an immediate into a 32- or 64-bit guest register: the register's index
+/// and its whole 64-bit value afterwards (`immediate(1)`: zero-extended from 32 bits for a
+/// 32-bit MOV, sign-extended from imm32 for `mov r/m64, imm32`); `None` for every other
+/// instruction. (A MOV between registers is renamed, its 64-bit source read from its slot:
+/// [`slot_source_form`].)
+pub(super) fn mov_imm(ins: &Instruction) -> Option<(usize, u64)> {
     use Code::*;
     if ins.op0_kind() != OpKind::Register {
         return None;
     }
     let dst = gpr_ref(ins.op0_register()).filter(|d| !d.high && d.size >= 4)?;
-    let from = match ins.code() {
-        Mov_r64_rm64 | Mov_rm64_r64 | Mov_r32_rm32 | Mov_rm32_r32
-            if ins.op1_kind() == OpKind::Register =>
-        {
-            MovFrom::Reg(gpr_ref(ins.op1_register())?.index)
-        }
-        // (`immediate(1)`: the value as the 64-bit register gets it — zero-extended from 32
-        // bits for a 32-bit MOV, sign-extended from imm32 for `mov r/m64, imm32`.)
-        Mov_r32_imm32 | Mov_rm32_imm32 => MovFrom::Imm(ins.immediate(1) as u32 as u64),
-        Mov_r64_imm64 | Mov_rm64_imm32 => MovFrom::Imm(ins.immediate(1)),
+    let value = match ins.code() {
+        Mov_r32_imm32 | Mov_rm32_imm32 => ins.immediate(1) as u32 as u64,
+        Mov_r64_imm64 | Mov_rm64_imm32 => ins.immediate(1),
         _ => return None,
     };
-    Some((dst.index, dst.size, from))
+    Some((dst.index, value))
 }
 
-/// A MOV [`direct_mov`] accepts, without the renamed host MOV between RDX and RAX: the
-/// source register's slot loaded into RAX (zero-extended from its low half for a 32-bit MOV)
-/// and stored into the destination's 8 bytes, or the
-/// immediate stored there at once when `mov qword [m], imm32` sign-extends it to the value.
-/// A 64-bit MOV of a register to itself changes nothing. Flags and R8–R10 untouched.
-pub(super) fn mov_direct(
-    e: &mut Emit,
-    (g, size, from): (usize, u8, MovFrom),
-) -> Result<(), IcedError> {
+/// A MOV [`mov_imm`] accepts: the value stored into the register's slot at once when `mov
+/// qword [m], imm32` sign-extends to it, else through RAX — no renamed host MOV. Flags and
+/// R8–R10 untouched.
+pub(super) fn emit_mov_imm(e: &mut Emit, (g, value): (usize, u64)) -> Result<(), IcedError> {
     let slot = qword_ptr(rdi + gpr_off(g));
-    match from {
-        MovFrom::Reg(s) if size == 8 && s == g => {}
-        MovFrom::Reg(s) if size == 8 => {
-            e.a.mov(rax, qword_ptr(rdi + gpr_off(s)))?;
-            e.a.mov(slot, rax)?;
-        }
-        MovFrom::Reg(s) => {
-            // (All 8 bytes loaded, then zero-extended: a narrower load of a slot just stored
-            // would not take the value by memory renaming, see `slot_source_form`.)
-            e.a.mov(rax, qword_ptr(rdi + gpr_off(s)))?;
-            e.a.mov(eax, eax)?;
-            e.a.mov(slot, rax)?;
-        }
-        MovFrom::Imm(v) if v as i64 == v as i32 as i64 => e.a.mov(slot, v as i32)?,
-        MovFrom::Imm(v) => {
-            e.a.mov(rax, v)?;
-            e.a.mov(slot, rax)?;
-        }
+    if value as i64 == value as i32 as i64 {
+        e.a.mov(slot, value as i32)?;
+    } else {
+        e.a.mov(rax, value)?;
+        e.a.mov(slot, rax)?;
     }
     e.reg_written(g);
     Ok(())
@@ -142,7 +109,7 @@ pub(super) fn with_slot_source(
     form: SlotSource,
 ) -> Result<Instruction, IcedError> {
     let g = gpr_ref(ins.op1_register()).expect("slot_source_form: a plain GPR");
-    let slot = iced_x86::MemoryOperand::with_base_displ(Register::RDI, gpr_off(g.index) as i64);
+    let slot = MemoryOperand::with_base_displ(Register::RDI, gpr_off(g.index) as i64);
     let dst = h.op0_register();
     match form {
         SlotSource::Same if ins.op_count() == 3 => {
