@@ -406,8 +406,9 @@ fn narrow_shifts_match_the_interpreter() {
     assert!(m.gpr(reg::R13) != 0);
 }
 
-/// MOVs the tier emits without the renamed host MOV (`insn::mov_direct`): 32-bit MOVs, which
-/// zero the upper half, of registers whose upper halves are set; 64-bit ones, to itself too;
+/// MOVs between registers (a 64-bit source read from its slot) and of immediates
+/// (`regs::emit_mov_imm`): 32-bit MOVs, which zero the upper half, of registers whose upper
+/// halves are set; 64-bit ones, to itself too;
 /// 32-bit immediates with bit 31 set (zero-extended, where `mov qword [m], imm32` would
 /// sign-extend) and without; `mov r64, imm32` negative (sign-extended); MOVABS of values that
 /// do and do not fit a sign-extended imm32. And the zeroing idioms of 32 and 64 bits, whose
