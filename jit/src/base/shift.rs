@@ -146,8 +146,9 @@ pub(super) fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result
     if dead {
         e.host = super::emit::HostFlags::Stale;
     } else {
-        // The host's flags as a capture's, then made what the count says they are.
-        e.capture(STATUS, STATUS)?;
+        // The host's flags as a capture's, then made what the count says they are (R11
+        // holds the OF by one: RAX kept in RDX, whose SHLD/SHRD source is no longer needed).
+        e.capture_via(rdx, STATUS, STATUS)?;
         let mut zero = e.a.create_label();
         let mut done = e.a.create_label();
         e.a.and(ecx, if wide { 63 } else { 31 })?;
