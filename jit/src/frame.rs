@@ -107,6 +107,10 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
+    /// How far past the count `region_end` may lie: far beyond any dispatch, and small
+    /// enough that a count relative to it (`lift::Lower::count_base`) never wraps a signed
+    /// compare while the count grows within one dispatch.
+    pub const COUNT_REACH: u64 = 1 << 62;
     /// Where `cpu.retired` is relative to `cpu.state` (both fields of one `Cpu`, whose state
     /// [`Frame::refresh`] takes): compiled code addresses the count from its `state` argument
     /// rather than through a pointer to it, one load instead of two.
@@ -144,7 +148,11 @@ impl Frame {
         self.state = &raw mut ctx.cpu.state;
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
-        self.region_end = ctx.cpu.budget_end;
+        // (Within `COUNT_REACH` of the count: a loop of one block counts relative to it.)
+        self.region_end = ctx
+            .cpu
+            .budget_end
+            .min(ctx.cpu.retired.saturating_add(Self::COUNT_REACH));
         self.code_table = ctx.ram.code_table();
         self.fl_code = 0;
         self.ctx = (ctx as *mut Ctx<'_>).cast();
