@@ -1176,16 +1176,14 @@ impl Lower<'_> {
         if !free {
             // retired + k + span > region_end: relative to a count base (within
             // `Frame::COUNT_REACH` of it, so the signed compare cannot wrap), or as counted.
-            let over = match self.region_end {
-                None => {
-                    self.b
-                        .ins()
-                        .icmp_imm_s(IntCC::SignedGreaterThan, r0, -(span as i64) - self.k)
-                }
-                Some(lim) => {
-                    let end = self.b.ins().iadd_imm_s(r, span as i64);
-                    self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, lim)
-                }
+            let over = if self.count_base.is_some() {
+                self.b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThan, r0, -(span as i64) - self.k)
+            } else {
+                let end = self.b.ins().iadd_imm_s(r, span as i64);
+                let lim = self.region_end.expect("regions load region_end");
+                self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, lim)
             };
             self.side_exit_if(over, Some(Rip::Const(rip)), None, ret::DISPATCH);
         } else {
