@@ -1,6 +1,6 @@
 //! Loops of one block (a region of one member that jumps to itself): the registers such a
 //! loop only writes are carried in SSA values and stored at its exits, and its retired count
-//! is kept relative to `Frame::region_end` (`lift::Lower::count_base`). Checked against the
+//! is kept relative to `Frame::region_end` (`lift::Lower::count_from_end`). Checked against the
 //! interpreter, slice after slice: budget stops at every instruction of the loop, a page
 //! fault in its middle and at its first instruction, and calls of the instruction trampoline
 //! inside it. (Each test fails with the budget check one instruction too generous.)

@@ -327,20 +327,20 @@ fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
     e.a.set_label(&mut back)?;
     let fold = e.fold;
     e.later(move |a| {
-        let mut call = a.create_label();
+        use crate::lift::flags::{encode, FlagOp, RAW_CODE};
+        let logic = |size| encode(FlagOp::Logic, size, lockstep_interp::state::flags::STATUS);
         a.set_label(&mut cold)?;
-        let mut not_raw = a.create_label();
-        a.mov(rax, crate::lift::flags::RAW_CODE)?;
-        a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), rax)?;
-        a.jne(not_raw)?;
-        emit::merge_raw_record(a)?;
-        a.jmp(back)?;
-        a.set_label(&mut not_raw)?;
-        // The baseline tier's lazy records (`Emit::hand_over`), inline too.
-        let mut four = a.create_label();
-        fold_logic_record(a, 8, four, back)?;
-        a.set_label(&mut four)?;
-        fold_logic_record(a, 4, call, back)?;
+        // The baseline tier's records (`Emit::hand_over`: raw captures and lazy logic
+        // flags) are merged inline.
+        let (mut logic8, mut logic4, mut call) =
+            (a.create_label(), a.create_label(), a.create_label());
+        fold_record(a, RAW_CODE, logic8, back, emit::merge_raw_record)?;
+        a.set_label(&mut logic8)?;
+        fold_record(a, logic(8), logic4, back, |a| {
+            emit::merge_logic_record(a, 8)
+        })?;
+        a.set_label(&mut logic4)?;
+        fold_record(a, logic(4), call, back, |a| emit::merge_logic_record(a, 4))?;
         a.set_label(&mut call)?;
         // Entered like a call (RSP = 8 mod 16): two pushes and 8 bytes align the call.
         a.push(rdi)?;
@@ -365,22 +365,18 @@ fn fold_incoming(e: &mut Emit) -> Result<(), IcedError> {
     Ok(())
 }
 
-/// If the incoming record is a `Logic` one of `size` bytes, its merge and a jump to `back`;
-/// else on to `miss`.
-fn fold_logic_record(
+/// If the incoming record's code is `code`, `merge` and a jump to `back`; else on to `miss`.
+fn fold_record(
     a: &mut CodeAssembler,
-    size: u8,
+    code: u64,
     miss: CodeLabel,
     back: CodeLabel,
+    merge: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>,
 ) -> Result<(), IcedError> {
-    use crate::lift::flags::{encode, FlagOp};
-    a.mov(
-        rax,
-        encode(FlagOp::Logic, size, lockstep_interp::state::flags::STATUS),
-    )?;
+    a.mov(rax, code)?;
     a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), rax)?;
     a.jne(miss)?;
-    emit::merge_logic_record(a, size)?;
+    merge(a)?;
     a.jmp(back)
 }
 

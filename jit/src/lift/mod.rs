@@ -133,7 +133,7 @@ pub struct Lower<'a> {
     frame: Value,
     /// `ret_var` holds the count (`cpu.retired`, at [`Frame::STATE_TO_RETIRED`] from `state`):
     /// in a region, whose edges carry it in SSA values, loaded once at entry (in a loop of one
-    /// block, relative to `count_base`). Not in a single
+    /// block, relative to `region_end`: `count_from_end`). Not in a single
     /// block: there `cpu.retired` in memory stays the count at entry (or at the last trampoline
     /// call), and exits read it when they store the new count, so no register holds it across
     /// the block.
@@ -225,15 +225,15 @@ pub struct Lower<'a> {
     /// the exits (no write-through at edges or before memory accesses); a member starts with
     /// those its predecessors may have written dirty (`Member::entry_dirty`).
     keep: u32,
-    /// `Frame::region_end`, loaded at a region's entry (but in a loop of one block).
+    /// `Frame::region_end`, loaded at a region's entry.
     region_end: Option<Value>,
-    /// A loop of one block counts from a base: `ret_var` holds `retired - count_base`, where
-    /// `count_base` is `Frame::region_end` (at most `Frame::COUNT_REACH` past the count), so
-    /// that its budget check compares the variable with a constant (`ret_var + k + span >
-    /// 0`) and the base, used only on exits and helper calls, holds no register in the
-    /// loop. (In larger regions, with many exits, converting there cost more than it
-    /// saved: callgrind, recursion +5.7%, bf +5.5%; collatz −17%, bignum −2.4%.)
-    count_base: Option<Value>,
+    /// A loop of one block counts from `region_end`: `ret_var` holds `retired - region_end`
+    /// (the end at most `Frame::COUNT_REACH` past the count), so that its budget check
+    /// compares the variable with a constant (`ret_var + k + span > 0`) and the end, used
+    /// only on exits and helper calls, holds no register in the loop. (In larger regions,
+    /// with many exits, converting there cost more than it saved: callgrind, recursion
+    /// +5.7%, bf +5.5%; collatz −17%, bignum −2.4%.)
+    count_from_end: bool,
     edge: Option<EdgeVars>,
     /// Recent zero extensions (IR block, value, size, result), reused for the same value in
     /// the same IR block: a register read twice at one width is extended once
@@ -542,32 +542,32 @@ pub fn lower_region(
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let region = crate::region::is_region(blocks);
-    // A region counts in `ret_var`; a loop of one block from `count_base` (see
-    // `Lower::count_base`).
-    let (mut region_end, mut count_base) = (None, None);
-    if region {
+    // A loop of one block: it carries the registers it only writes too, and counts from
+    // `region_end` (`Lower::count_from_end`).
+    let one_block_loop = region && blocks.len() == 1;
+    // A region counts in `ret_var`.
+    let region_end = region.then(|| {
         let r0 = b
             .ins()
             .load(types::I64, host_mem(), state, Frame::STATE_TO_RETIRED);
         let end = b
             .ins()
             .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
-        if blocks.len() == 1 {
-            let biased = b.ins().isub(r0, end);
-            b.def_var(ret_var, biased);
-            count_base = Some(end);
+        let count = if one_block_loop {
+            b.ins().isub(r0, end)
         } else {
-            b.def_var(ret_var, r0);
-            region_end = Some(end);
-        }
-    }
+            r0
+        };
+        b.def_var(ret_var, count);
+        end
+    });
     let (regs_used, keep, entry_dirty, tails, replays) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
         let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
         let mut regs_used = uses.iter().fold(0, |a, u| a | u.0);
-        if blocks.len() == 1 {
-            // A loop of one block: the registers it only writes are carried too, so that
-            // they are stored at its exits rather than on every run round it.
+        if one_block_loop {
+            // The registers it only writes are carried too, so that they are stored at its
+            // exits rather than on every run round it.
             regs_used |= written[0];
         }
         let keep = regs_used & written.iter().fold(0, |a, w| a | w);
@@ -719,7 +719,7 @@ pub fn lower_region(
         regs_used,
         keep,
         region_end,
-        count_base,
+        count_from_end: one_block_loop,
         edge: None,
         zext_memo: Vec::new(),
         region_zero: None,
@@ -1174,9 +1174,9 @@ impl Lower<'_> {
         let r0 = self.b.use_var(self.ret_var);
         let r = self.b.ins().iadd_imm_s(r0, self.k);
         if !free {
-            // retired + k + span > region_end: relative to a count base (within
+            // retired + k + span > region_end: relative to the end (within
             // `Frame::COUNT_REACH` of it, so the signed compare cannot wrap), or as counted.
-            let over = if self.count_base.is_some() {
+            let over = if self.count_from_end {
                 self.b
                     .ins()
                     .icmp_imm_s(IntCC::SignedGreaterThan, r0, -(span as i64) - self.k)
@@ -1692,20 +1692,23 @@ impl Lower<'_> {
     fn retired_slot(&mut self) -> Value {
         if self.count_in_var {
             let r = self.b.use_var(self.ret_var);
-            return match self.count_base {
-                Some(base) => self.b.ins().iadd(r, base),
-                None => r,
-            };
+            if !self.count_from_end {
+                return r;
+            }
+            let end = self.region_end.expect("regions load region_end");
+            return self.b.ins().iadd(r, end);
         }
         self.load_count()
     }
 
-    /// A count as a region's `ret_var` holds it (relative to `count_base`, if any).
+    /// A count as a region's `ret_var` holds it (relative to `region_end` in a loop of one
+    /// block).
     fn biased(&mut self, count: Value) -> Value {
-        match self.count_base {
-            Some(base) => self.b.ins().isub(count, base),
-            None => count,
+        if !self.count_from_end {
+            return count;
         }
+        let end = self.region_end.expect("regions load region_end");
+        self.b.ins().isub(count, end)
     }
 
     /// `cpu.retired` as memory holds it.
