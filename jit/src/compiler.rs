@@ -401,7 +401,8 @@ impl Compiler {
     /// [`Compiler::finalize`]). `native: false` sends every instruction through the trampoline.
     /// `looped`: the region contains a loop (compiled at the loop optimisation level).
     /// `base`: `Some` when the baseline tier may take it (not for a baseline function's
-    /// promotion), see [`BaseRequest`].
+    /// promotion), see [`BaseRequest`]. `switch_order`: [`lift::LowerTarget::switch_order`].
+    #[allow(clippy::too_many_arguments)]
     pub fn compile(
         &mut self,
         blocks: &[&Block],
@@ -410,6 +411,7 @@ impl Compiler {
         looped: bool,
         base: Option<BaseRequest>,
         ram_base: u64,
+        switch_order: &[u64],
     ) -> Result<Compiled, String> {
         let allow_base = base.is_some();
         let (trace, promotable, short) = base.map_or((&[][..], false, false), |b| {
@@ -482,6 +484,7 @@ impl Compiler {
                 dyn_links: self.use_dyn_links,
                 ram_base,
                 fold_offsets: fold,
+                switch_order: switch_order.to_vec(),
             },
             |b| HelperSigs {
                 exec: b.import_signature(hs[HELPER_EXEC].clone()),

@@ -449,6 +449,9 @@ const RECURSIVE_INSNS: usize = 1024;
 /// more than `JitConfig::region_blocks`, so that an interpreter loop takes all its cases.
 const SWITCH_REGION_BLOCKS: usize = 24;
 
+/// Targets counted per switch jump (`Jit::switch_targets`).
+const SWITCH_TARGETS: usize = 32;
+
 /// One cache line: what the dispatcher reads on every lookup (the compiled function's extras
 /// are in `Jit::extras`, at the same index). A compiled block runs without the dispatcher
 /// touching its `Block` (another cache line, often a miss in a boot's large working set):
@@ -546,6 +549,11 @@ pub struct Jit {
     /// Blocks that end in an indirect near CALL (`JitConfig::inline_calls`): the block the
     /// call went to the last time the block was interpreted, and on how many runs in a row.
     call_targets: FixedMap<BlockKey, (BlockKey, u32)>,
+    /// Blocks that end in a `switch` jump (`region::is_switch_jump`): where the jump went
+    /// while the block was interpreted, each target with how many times (at most
+    /// [`SWITCH_TARGETS`] targets; later new ones are not counted). A region compiled with
+    /// the block compares the jump's run-time target with the frequent ones first.
+    switch_targets: FixedMap<BlockKey, Vec<(u64, u32)>>,
     /// The last interpreted block, when it ended in an indirect near CALL that retired, and
     /// the call's target: the next dispatch, when it is at that target, records its block.
     last_call: Option<(BlockKey, u64)>,
@@ -681,6 +689,7 @@ impl Jit {
             base_first_regions: FixedMap::default(),
             base_first_members: FixedMap::default(),
             call_targets: FixedMap::default(),
+            switch_targets: FixedMap::default(),
             last_call: None,
             compiler,
             chain,
@@ -703,6 +712,7 @@ impl Jit {
         self.base_first_regions.clear();
         self.base_first_members.clear();
         self.call_targets.clear();
+        self.switch_targets.clear();
         self.last_call = None;
         self.pending.clear();
         // No chained jump may reach a function of the module about to be freed.
@@ -1033,13 +1043,47 @@ impl Jit {
         // Borrowed, not cloned: an atomic count update per interpreted block is measurable.
         let block = &self.entries[idx].block;
         let calls = self.config.inline_calls && crate::region::ends_in_indirect_call(block);
+        let switch = crate::region::ends_in_switch_jump(block);
         let (len, retired_in) = (block.insns.len() as u64, ctx.cpu.retired);
         let stop = interp_block(ctx, &block.insns);
-        // The whole block retired, its CALL too: RIP is where the call went.
-        if calls && ctx.cpu.retired - retired_in == len {
-            self.last_call = Some((key, ctx.cpu.state.rip));
+        // The whole block retired, its CALL (or switch jump) too: RIP is where it went.
+        if ctx.cpu.retired - retired_in == len {
+            if calls {
+                self.last_call = Some((key, ctx.cpu.state.rip));
+            } else if switch {
+                self.note_switch_target(key, ctx.cpu.state.rip);
+            }
         }
         self.done(Some(key), false, stop)
+    }
+
+    /// Count `target` as a target of the switch jump ending the block `site`.
+    fn note_switch_target(&mut self, site: BlockKey, target: u64) {
+        let seen = self.switch_targets.entry(site).or_default();
+        if let Some(t) = seen.iter_mut().find(|t| t.0 == target) {
+            t.1 = t.1.saturating_add(1);
+        } else if seen.len() < SWITCH_TARGETS {
+            seen.push((target, 1));
+        }
+    }
+
+    /// The targets of the switch jumps ending `blocks`, most frequent first (ties by
+    /// address): [`crate::lift::LowerTarget::switch_order`].
+    fn switch_order(&self, blocks: &[&Block]) -> Vec<u64> {
+        let mut hits: Vec<(u64, u32)> = Vec::new();
+        for b in blocks
+            .iter()
+            .filter(|b| crate::region::ends_in_switch_jump(b))
+        {
+            for &(rip, n) in self.switch_targets.get(&b.key()).into_iter().flatten() {
+                match hits.iter_mut().find(|h| h.0 == rip) {
+                    Some(h) => h.1 = h.1.saturating_add(n),
+                    None => hits.push((rip, n)),
+                }
+            }
+        }
+        hits.sort_by_key(|&(rip, n)| (std::cmp::Reverse(n), rip));
+        hits.into_iter().map(|(rip, _)| rip).collect()
     }
 
     /// The dispatch after an interpreted indirect CALL (`Jit::last_call`): when it is at the
@@ -1518,6 +1562,7 @@ impl Jit {
             Vec::new()
         };
         let trace: Vec<&Block> = trace.iter().map(|b| &**b).collect();
+        let switch_order = self.switch_order(&blocks);
         let t0 = Instant::now();
         let compiled = self.compiler.compile(
             &blocks,
@@ -1530,6 +1575,7 @@ impl Jit {
                 promote_short: recursion_first,
             }),
             ram.bytes().as_ptr() as u64,
+            &switch_order,
         );
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
         let i = *self.index.get(key).expect("entry present") as usize;

@@ -5,15 +5,17 @@
 //! instruction might leave the flags alone (a shift by CL = 0) still gets them from the edge.
 //! And a switch's indirect jump stays inside the region when its target is a member, all
 //! sixteen cases of a bytecode interpreter's switch (more blocks than a region without a
-//! switch takes) included, a rarely run one too.
+//! switch takes) included, a rarely run one too; the jump compares its target with the case
+//! it went to most often while interpreted first.
 
 mod common;
 
 use common::{compare, region_config};
 use iced_x86::code_asm::*;
 use iced_x86::IcedError;
+use lockstep_interp::decode::BlockKey;
 use lockstep_interp::state::reg;
-use lockstep_interp::testkit::{TestMachine, DATA_BASE};
+use lockstep_interp::testkit::{TestMachine, CODE_BASE, DATA_BASE};
 use lockstep_interp::ExitReason;
 
 /// A loop of four blocks. The first writes RBX and R8 (carried: read before written) and R9
@@ -287,4 +289,75 @@ fn every_case_of_a_sixteen_case_switch_is_in_one_region() {
     assert!(s.chained_runs + s.compiled_runs < 30, "{}", s.summary());
     // ... and is compiled once, not again from each case left out.
     assert!(s.compiled - s.baseline <= 2, "{}", s.summary());
+}
+
+/// Case 1 seven bytes in eight, cases 0, 2 and 3 in turn at the others.
+fn mostly_case_one(m: &mut TestMachine) {
+    let bytes: Vec<u8> = (0..0x1000)
+        .map(|i| if i % 8 == 0 { [0, 2, 3][i / 8 % 3] } else { 1 })
+        .collect();
+    m.load(DATA_BASE, &bytes);
+}
+
+/// The constants a region's IR compares run-time jump targets with for equality, in order
+/// (`vX = icmp.i64 eq vY, vZ  ; vZ = C`), leaving out the function entry's dispatch on its
+/// `rip` parameter (the fourth of `block0`).
+fn compared_targets(ir: &str) -> Vec<u64> {
+    let rip_param = ir
+        .lines()
+        .find(|l| l.starts_with("block0("))
+        .and_then(|l| l.split(", ").nth(3))
+        .and_then(|p| p.split(':').next())
+        .expect("the entry block's parameters")
+        .to_owned();
+    ir.lines()
+        .filter(|l| l.contains(" = icmp.i64 eq "))
+        .filter(|l| {
+            let operand = l.split(" eq ").nth(1).and_then(|r| r.split(',').next());
+            operand != Some(rip_param.as_str())
+        })
+        .filter_map(|l| {
+            let c = l.rsplit(" = ").next()?.trim().replace('_', "");
+            match c.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => c.parse().ok(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_switch_jump_compares_its_most_frequent_target_first() {
+    let config = lockstep_jit::JitConfig {
+        keep_ir: true,
+        ..warm_config()
+    };
+    let (m, jit) = until_exception(&switch_loop(), config, &mostly_case_one);
+    assert!((3000..3100).contains(&m.gpr(reg::RBX)));
+    let cases: Vec<u64> = (0..4)
+        .map(|i| m.read_u64(DATA_BASE + 0x8000 + 8 * i))
+        .collect();
+    // The loop's region: the function whose IR compares a run-time target with the cases.
+    let irs: Vec<String> = (CODE_BASE..CODE_BASE + 0x200)
+        .filter_map(|rip| {
+            let key = BlockKey {
+                phys: rip,
+                rip,
+                bitness: 64,
+                cut: 0,
+            };
+            jit.block_info(&key)?.1.map(str::to_owned)
+        })
+        .collect();
+    let order = irs
+        .iter()
+        .map(|ir| compared_targets(ir))
+        .find(|o| cases.iter().all(|c| o.contains(c)))
+        .expect("a region comparing the switch's target with every case");
+    // Case 1, seven runs in eight, first — before the other cases and before the members
+    // that are no case (the loop's top and step, first in region order).
+    assert_eq!(
+        order[0], cases[1],
+        "compared in the order {order:x?}, cases {cases:x?}"
+    );
 }

@@ -184,6 +184,8 @@ pub struct Lower<'a> {
     new_links: Vec<u64>,
     /// [`LowerTarget::dyn_links`].
     dyn_links: bool,
+    /// [`LowerTarget::switch_order`].
+    switch_order: Vec<u64>,
     /// The instruction being lowered.
     ins_ip: u64,
     next_ip: u64,
@@ -506,6 +508,11 @@ pub struct LowerTarget {
     pub dyn_links: bool,
     pub ram_base: u64,
     pub fold_offsets: bool,
+    /// The targets the region's `switch` jumps went to while interpreted, most frequent
+    /// first (`Jit::switch_targets`): a switch jump compares its run-time target with these
+    /// members first, then with the others in region order (host-side only: the order of
+    /// the compares, not what they decide).
+    pub switch_order: Vec<u64>,
 }
 
 /// Lift a region into the function under construction in `b` (its signature must be
@@ -528,6 +535,7 @@ pub fn lower_region(
         dyn_links,
         ram_base,
         fold_offsets,
+        switch_order,
     } = target;
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -699,6 +707,7 @@ pub fn lower_region(
         links,
         new_links: Vec::new(),
         dyn_links,
+        switch_order,
         ins_ip: 0,
         next_ip: 0,
         rip_in_memory: false,
@@ -1438,13 +1447,22 @@ impl Lower<'_> {
                 // to any member (a jump table among the cases of a loop) and calls to a
                 // function the region took in. A member on another page is entered only
                 // when its page checks out (`Lower::enterable`).
-                let sites: Vec<usize> = (0..self.members_in_region)
+                let mut sites: Vec<usize> = (0..self.members_in_region)
                     .filter(|&i| match exit {
                         Exit::Switch(_) => true,
                         Exit::Call(_) => self.members[i].call_target,
                         _ => self.members[i].ret_site,
                     })
                     .collect();
+                if let Exit::Switch(_) = exit {
+                    // The targets seen most often first (a stable sort: the others keep
+                    // region order, after them).
+                    let rank = |i: &usize| {
+                        let rip = self.members[*i].rip;
+                        self.switch_order.iter().position(|&t| t == rip)
+                    };
+                    sites.sort_by_key(|i| rank(i).unwrap_or(usize::MAX));
+                }
                 for m in sites {
                     let hit = self
                         .b
