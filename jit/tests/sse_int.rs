@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{compare, eager_config};
+use common::{compare, eager_config, region_config};
 use iced_x86::code_asm::*;
 use lockstep_interp::state::ctl;
 use lockstep_interp::testkit::{TestMachine, DATA_BASE};
@@ -662,4 +662,64 @@ fn sse_slow_path_in_a_region_keeps_the_retired_count_for_packed_exits() {
     assert!(jit.stats.accesses_deferred >= 6, "{}", jit.stats.summary());
     let slices: Vec<u64> = (0..60).map(|i| 1 + (i * 7) % 13).collect();
     compare(&code, &slices, eager_config(), &|m| fill(m, 9));
+}
+
+/// One block that writes each XMM register through one way of storing it in `CpuState` and
+/// reads it back through another, with stores to other registers in between and no memory
+/// access (whose fast and slow paths would merge): whole vectors (MOVAPS, PXOR, PADDQ,
+/// PSHUFD), the low lanes of scalar moves and arithmetic (MOVQ/MOVD to and from an XMM
+/// register, ADDSD, VADDSD with its zeroed upper half) and YMM upper halves (VMOVDQU). Each
+/// register is one alias region of Cranelift's alias analysis (`lift::state_mem`): an access
+/// under another region would let a load take a value stored before the last write.
+fn register_paths() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        a.mov(rcx, 40u64)?;
+        a.mov(rbx, DATA_BASE)?;
+        a.set_label(&mut top)?;
+        a.lea(rax, qword_ptr(rcx * 8 + 0x77))?;
+        a.movaps(xmm1, xmm3)?;
+        a.movq(xmm1, rax)?;
+        a.paddq(xmm1, xmm1)?;
+        a.movaps(xmm2, xmm4)?;
+        a.addsd(xmm2, xmm3)?;
+        a.movdqa(xmm12, xmm2)?;
+        a.pxor(xmm4, xmm5)?;
+        a.movq(rdx, xmm4)?;
+        a.movd(xmm5, eax)?;
+        a.pshufd(xmm6, xmm5, 0x1b)?;
+        a.vmovdqu(ymm7, ymm11)?;
+        a.vaddsd(xmm7, xmm8, xmm9)?;
+        a.vmovdqu(ymm10, ymm7)?;
+        a.movdqu(xmmword_ptr(rbx + 0x1000), xmm1)?;
+        a.movdqu(xmmword_ptr(rbx + 0x1010), xmm12)?;
+        a.mov(qword_ptr(rbx + 0x1020), rdx)?;
+        a.movdqu(xmmword_ptr(rbx + 0x1030), xmm6)?;
+        a.vmovdqu(ymmword_ptr(rbx + 0x1040), ymm10)?;
+        a.vpxor(ymm11, ymm11, ymm10)?;
+        a.add(rbx, 16i32)?;
+        a.dec(rcx)?;
+        a.jnz(top)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn each_way_to_store_an_xmm_register_is_seen_by_the_others() {
+    let code = register_paths();
+    for seed in [2u64, 11] {
+        // The loop as a Cranelift region (compiled at the loop optimisation level, where the
+        // alias analysis runs; not a floating-point loop for the baseline tier), and budget
+        // slices stopping inside it.
+        let config = || lockstep_jit::JitConfig {
+            baseline: false,
+            ..region_config()
+        };
+        let (_, jit, exit) = compare(&code, &[1_000_000], config(), &|m| fill(m, seed));
+        assert_eq!(exit.retired, 2 + 40 * 23, "{exit:?}");
+        assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
+        assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
+        let slices: Vec<u64> = (0..200).map(|i| 1 + (i * 37) % 53).collect();
+        compare(&code, &slices, config(), &|m| fill(m, seed));
+    }
 }

@@ -26,8 +26,8 @@ mod x87;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
 use cranelift_codegen::ir::{
-    condcodes::IntCC, types, AbiParam, Block as IrBlock, InstBuilder, MemFlagsData, SigRef,
-    Signature, Value,
+    condcodes::IntCC, types, AbiParam, AliasRegion, AliasRegionData, Block as IrBlock, InstBuilder,
+    MemFlagsData, SigRef, Signature, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -299,14 +299,44 @@ pub fn adapter_signature(helper: &Signature) -> Signature {
     s
 }
 
+/// Cranelift's alias analysis keeps the last store per alias region (a store without one is
+/// a fence for all) and forwards a stored value to a later load of the same place only
+/// while no other store to that region came between. So guest memory, the host-side
+/// records, and each of the sixteen vector registers in `CpuState` (every access to them
+/// goes through [`state_mem`]) are regions of their own: the lifted SSE code keeps the
+/// XMM registers in `CpuState`, and a load of one takes the value just stored to it across
+/// stores to the others and to guest memory, and repeated loads of it merge. Sound because
+/// every location is accessed under one region only (guest RAM never through the records'
+/// flags, nor a record through [`guest_mem`]), and calls observe and clobber every region.
+/// [`lower_region`] declares them, in this order, in each function it builds.
+const GUEST_REGION: u32 = 0;
+const HOST_REGION: u32 = 1;
+const VEC_REGION: u32 = 2;
+
 /// Guest memory: never traps (RAM is mapped), may be unaligned.
 pub(super) fn guest_mem() -> MemFlagsData {
-    MemFlagsData::new().with_notrap()
+    MemFlagsData::new()
+        .with_notrap()
+        .with_alias_region(Some(AliasRegion::from_u32(GUEST_REGION)))
 }
 
-/// Host-side records (CpuState, Frame, TLB): aligned, never trapping.
+/// Host-side records (CpuState, Frame, TLB): aligned, never trapping. Not for `CpuState`'s
+/// vector registers ([`state_mem`]).
 fn host_mem() -> MemFlagsData {
-    MemFlagsData::trusted()
+    MemFlagsData::trusted().with_alias_region(Some(AliasRegion::from_u32(HOST_REGION)))
+}
+
+/// An access to `CpuState` at byte offset `off`: inside the vector registers
+/// (`CpuState::ymm`), that register's own alias region (never trapping, not assumed
+/// aligned: `CpuState` gives vectors no 16-byte alignment); elsewhere [`host_mem`].
+pub(super) fn state_mem(off: i32) -> MemFlagsData {
+    let base = core::mem::offset_of!(lockstep_interp::state::CpuState, ymm) as i32;
+    match off - base {
+        d @ 0..512 => MemFlagsData::new()
+            .with_notrap()
+            .with_alias_region(Some(AliasRegion::from_u32(VEC_REGION + d as u32 / 32))),
+        _ => host_mem(),
+    }
 }
 
 /// For one block, as bit sets of general-purpose registers (bit i: GPR i), from iced's
@@ -537,6 +567,18 @@ pub fn lower_region(
         fold_offsets,
         switch_order,
     } = target;
+    for id in GUEST_REGION..VEC_REGION + 16 {
+        let what = match id {
+            GUEST_REGION => "guest memory",
+            HOST_REGION => "host records",
+            _ => "a vector register",
+        };
+        let region = b.func.dfg.alias_regions.insert(AliasRegionData {
+            user_id: id,
+            description: what.into(),
+        });
+        debug_assert_eq!(region, AliasRegion::from_u32(id));
+    }
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);

@@ -259,14 +259,18 @@ impl Lower<'_> {
     /// CR0 and CR4 as they are now (in `CpuState`).
     fn cr0_cr4(&mut self) -> (Value, Value) {
         let st = self.state;
-        let cr0 = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), st, crate::frame::OFF_CR0);
-        let cr4 = self
-            .b
-            .ins()
-            .load(types::I64, host_mem(), st, crate::frame::OFF_CR4);
+        let cr0 = self.b.ins().load(
+            types::I64,
+            super::state_mem(crate::frame::OFF_CR0),
+            st,
+            crate::frame::OFF_CR0,
+        );
+        let cr4 = self.b.ins().load(
+            types::I64,
+            super::state_mem(crate::frame::OFF_CR4),
+            st,
+            crate::frame::OFF_CR4,
+        );
         (cr0, cr4)
     }
 
@@ -335,13 +339,15 @@ impl Lower<'_> {
     fn vload(&mut self, off: i32) -> Value {
         let st = self.state;
         // (`CpuState` gives vectors no 16-byte alignment: the guest-memory flags fit.)
-        self.b.ins().load(types::I8X16, guest_mem(), st, off)
+        self.b
+            .ins()
+            .load(types::I8X16, super::state_mem(off), st, off)
     }
 
     fn vstore(&mut self, off: i32, v: Value) {
         let st = self.state;
         let v = self.as_bytes(v);
-        self.b.ins().store(guest_mem(), v, st, off);
+        self.b.ins().store(super::state_mem(off), v, st, off);
     }
 
     fn as_bytes(&mut self, v: Value) -> Value {
@@ -599,8 +605,8 @@ fn fast_path(
         let off = vec_off(ins.op0_register());
         let st = l.state;
         let z = l.b.ins().iconst(types::I64, 0);
-        l.b.ins().store(host_mem(), q, st, off);
-        l.b.ins().store(host_mem(), z, st, off + 8);
+        l.b.ins().store(super::state_mem(off), q, st, off);
+        l.b.ins().store(super::state_mem(off + 8), z, st, off + 8);
         if spec.vex.is_some() {
             let zv = l.vzero();
             l.vstore(off + 16, zv);
@@ -693,7 +699,7 @@ fn fast_path(
                     None => {
                         let off = vec_off(ins.op1_register());
                         let st = l.state;
-                        l.b.ins().load(types::I64, host_mem(), st, off)
+                        l.b.ins().load(types::I64, super::state_mem(off), st, off)
                     }
                 },
             };
@@ -701,9 +707,12 @@ fn fast_path(
         }
         Op::MovFromVec => {
             let st = l.state;
-            let q =
-                l.b.ins()
-                    .load(types::I64, host_mem(), st, vec_off(ins.op1_register()));
+            let q = l.b.ins().load(
+                types::I64,
+                super::state_mem(vec_off(ins.op1_register())),
+                st,
+                vec_off(ins.op1_register()),
+            );
             match ins.op0_kind() {
                 OpKind::Memory if ins.memory_size().size() == 4 => {
                     l.b.ins().istore32(guest_mem(), q, host(), 0);
@@ -719,23 +728,23 @@ fn fast_path(
             let st = l.state;
             let (from, to) = (vec_off(ins.op1_register()), vec_off(ins.op0_register()));
             if w == 8 {
-                let q = l.b.ins().load(types::I64, host_mem(), st, from);
-                l.b.ins().store(host_mem(), q, st, to);
+                let q = l.b.ins().load(types::I64, super::state_mem(from), st, from);
+                l.b.ins().store(super::state_mem(to), q, st, to);
             } else {
-                let d = l.b.ins().load(types::I32, host_mem(), st, from);
-                l.b.ins().store(host_mem(), d, st, to);
+                let d = l.b.ins().load(types::I32, super::state_mem(from), st, from);
+                l.b.ins().store(super::state_mem(to), d, st, to);
             }
         }
         Op::LoadHalf(high) => {
             let q = l.b.ins().load(types::I64, guest_mem(), host(), 0);
             let st = l.state;
             let off = vec_off(ins.op0_register()) + if high { 8 } else { 0 };
-            l.b.ins().store(host_mem(), q, st, off);
+            l.b.ins().store(super::state_mem(off), q, st, off);
         }
         Op::StoreHigh => {
             let st = l.state;
             let off = vec_off(ins.op1_register()) + 8;
-            let q = l.b.ins().load(types::I64, host_mem(), st, off);
+            let q = l.b.ins().load(types::I64, super::state_mem(off), st, off);
             l.b.ins().store(guest_mem(), q, host(), 0);
         }
         Op::MergeLow(w) => {
@@ -746,17 +755,19 @@ fn fast_path(
                 vec_off(ins.op1_register()),
                 vec_off(ins.op2_register()),
             );
-            let hi = l.b.ins().load(types::I64, host_mem(), st, a + 8);
+            let hi =
+                l.b.ins()
+                    .load(types::I64, super::state_mem(a + 8), st, a + 8);
             let lo = if w == 8 {
-                l.b.ins().load(types::I64, host_mem(), st, b)
+                l.b.ins().load(types::I64, super::state_mem(b), st, b)
             } else {
-                let e = l.b.ins().uload32(host_mem(), st, b);
-                let m = l.b.ins().uload32(host_mem(), st, a + 4);
+                let e = l.b.ins().uload32(super::state_mem(b), st, b);
+                let m = l.b.ins().uload32(super::state_mem(a + 4), st, a + 4);
                 let m = l.b.ins().ishl_imm_s(m, 32);
                 l.b.ins().bor(e, m)
             };
-            l.b.ins().store(host_mem(), lo, st, d);
-            l.b.ins().store(host_mem(), hi, st, d + 8);
+            l.b.ins().store(super::state_mem(d), lo, st, d);
+            l.b.ins().store(super::state_mem(d + 8), hi, st, d + 8);
             let z = l.vzero();
             l.vstore(d + 16, z);
         }
@@ -782,7 +793,7 @@ fn fast_path(
                 _ => {
                     let st = l.state;
                     let off = vec_off(ins.op1_register());
-                    l.b.ins().load(ty, host_mem(), st, off)
+                    l.b.ins().load(ty, super::state_mem(off), st, off)
                 }
             };
             let v = l.b.ins().splat(vty, e);
