@@ -183,7 +183,8 @@ impl ChainTable {
 #[repr(C, align(32))]
 #[derive(Clone, Copy, Debug)]
 pub struct Link {
-    /// Entry address of the linked function; 0 when empty.
+    /// Entry address of the linked function; when empty, the fill stub's
+    /// (`lift::hop::hop_fill_code`, [`LinkTable::set_fill`]), with `len` 0.
     pub func: u64,
     /// Instructions in the linked block.
     pub len: u64,
@@ -279,17 +280,28 @@ pub const LINKS: usize = 1 << 15;
 /// rest are never touched (a run uses a few thousand of the 32,768).
 pub struct LinkTable {
     links: Vec<Link>,
+    /// What an empty link holds as its function: the module's fill stub, which looks the
+    /// exit's target up and fills the link (so that the jump through a link needs no test
+    /// for an empty one: with length 0 the budget check passes and the jump goes there).
+    fill: u64,
 }
 
 impl Default for LinkTable {
     fn default() -> Self {
         LinkTable {
             links: Vec::with_capacity(LINKS),
+            fill: 0,
         }
     }
 }
 
 impl LinkTable {
+    /// The fill stub of the module the links are handed out for (before the first link).
+    pub fn set_fill(&mut self, fill: u64) {
+        debug_assert!(self.links.is_empty());
+        self.fill = fill;
+    }
+
     /// Address of the next link to hand out and how many are left.
     pub fn next(&self) -> (u64, usize) {
         let used = self.links.len();
@@ -310,7 +322,7 @@ impl LinkTable {
             };
             // (Within the capacity: the vector never moves.)
             self.links.push(Link {
-                func: 0,
+                func: self.fill,
                 len: 0,
                 set,
                 rip,
@@ -322,8 +334,8 @@ impl LinkTable {
     /// one a link holds may be one whose code went stale.
     pub fn unlink(&mut self, rips: &[u64]) {
         for l in &mut self.links {
-            if l.func != 0 && rips.binary_search(&l.rip).is_ok() {
-                l.func = 0;
+            if l.func != self.fill && rips.binary_search(&l.rip).is_ok() {
+                l.func = self.fill;
                 l.len = 0;
             }
         }

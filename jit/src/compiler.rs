@@ -273,14 +273,24 @@ fn direct_helpers() -> HelperAddrs {
     }
 }
 
-/// Define and finalise the hop stub (`lift::hop::hop_code`, machine code) in `module`; its
-/// address.
-fn make_hop(module: &mut JITModule, count: bool) -> (u64, u64, u64) {
+/// The module's hop stubs (`lift::hop`, machine code).
+struct HopStubs {
+    hop: u64,
+    link: u64,
+    dyn_: u64,
+    /// What an empty link holds (`chain::LinkTable::set_fill`).
+    fill: u64,
+}
+
+/// Define and finalise the hop stubs in `module` (the fill stub looks targets up in the
+/// chain table at `table`); their addresses.
+fn make_hop(module: &mut JITModule, count: bool, table: u64) -> HopStubs {
     let mut ids = Vec::new();
     for (name, code) in [
         ("hop", lift::hop::hop_code(count)),
         ("hop_link", lift::hop::hop_link_code(count)),
         ("hop_dyn", lift::hop::hop_dyn_code(count)),
+        ("hop_fill", lift::hop::hop_fill_code(count, table)),
     ] {
         let code = code.expect("the hop stubs assemble");
         let id = module
@@ -293,7 +303,12 @@ fn make_hop(module: &mut JITModule, count: bool) -> (u64, u64, u64) {
     }
     module.finalize_definitions().expect("finalise hop");
     let addr = |id| module.get_finalized_function(id) as u64;
-    (addr(ids[0]), addr(ids[1]), addr(ids[2]))
+    HopStubs {
+        hop: addr(ids[0]),
+        link: addr(ids[1]),
+        dyn_: addr(ids[2]),
+        fill: addr(ids[3]),
+    }
 }
 
 /// Define and finalise `enter` in `module`.
@@ -346,7 +361,10 @@ impl Compiler {
         } else {
             direct_helpers()
         };
-        (helpers.hop, helpers.hop_link, helpers.hop_dyn) = make_hop(&mut module, count_chains);
+        let stubs = make_hop(&mut module, count_chains, chain_table);
+        (helpers.hop, helpers.hop_link, helpers.hop_dyn) = (stubs.hop, stubs.link, stubs.dyn_);
+        let mut links = LinkTable::default();
+        links.set_fill(stubs.fill);
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
             let s = &mut helper_sigs[HELPER_RAISE];
@@ -369,7 +387,7 @@ impl Compiler {
             in_module: 0,
             opt_level,
             loop_isa,
-            links: LinkTable::default(),
+            links,
             use_links: std::env::var("LOCKSTEP_JIT_LINKS").map_or(true, |v| v != "0"),
             use_dyn_links: std::env::var("LOCKSTEP_JIT_DYN_LINKS").map_or(true, |v| v != "0"),
             use_base: false,
@@ -608,7 +626,6 @@ impl Compiler {
             dyn_links: self.use_dyn_links,
             ram_base,
             hop: self.helpers.hop,
-            hop_link: self.helpers.hop_link,
             fold: self.helpers.fold,
             counter,
             count_chains: self.count_chains,
@@ -688,12 +705,14 @@ impl Compiler {
         if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
+        let stubs = make_hop(&mut module, self.count_chains, self.chain_table);
         (
             self.helpers.hop,
             self.helpers.hop_link,
             self.helpers.hop_dyn,
-        ) = make_hop(&mut module, self.count_chains);
+        ) = (stubs.hop, stubs.link, stubs.dyn_);
         self.links.clear();
+        self.links.set_fill(stubs.fill);
         self.counters.clear();
         self.module = Some(module);
         self.in_module = 0;

@@ -190,3 +190,59 @@ fn rmw_store_fault_is_precise() {
         assert_eq!(m.gpr(reg::RDX), 0);
     }
 }
+
+/// A loop that calls a function through a register (an indirect CALL and a RET: links of
+/// both kinds, filled on first use) and takes a rarely taken branch now and then.
+fn calls_through_links() -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut func = a.create_label();
+        let mut rare = a.create_label();
+        let mut next = a.create_label();
+        a.mov(ecx, 700u32)?;
+        a.xor(eax, eax)?;
+        a.lea(rbx, ptr(func))?;
+        a.set_label(&mut top)?;
+        a.call(rbx)?;
+        a.test(ecx, 63)?;
+        a.jz(rare)?;
+        a.set_label(&mut next)?;
+        a.dec(ecx)?;
+        a.jnz(top)?;
+        a.hlt()?;
+        a.set_label(&mut rare)?;
+        a.add(rax, 1000)?;
+        a.jmp(next)?;
+        a.set_label(&mut func)?;
+        a.add(rax, rcx)?;
+        a.ret()
+    })
+}
+
+/// Every compiled block run is counted once, whether the dispatcher or a chained jump entered
+/// it: with chaining on, the compiled and the chained runs add up to the compiled runs with
+/// chaining off (an empty link's jump to the fill stub, which then makes the jump, counts no
+/// hop of its own).
+#[test]
+fn each_compiled_block_run_is_counted_once() {
+    let code = calls_through_links();
+    let stats = |chain: bool| {
+        let config = lockstep_jit::JitConfig {
+            chain,
+            count_chains: true,
+            ..eager_config()
+        };
+        let (m, jit, _) = compare(&code, &[1 << 20], config, &|_| {});
+        assert_eq!(m.gpr(reg::RAX), (1..=700).sum::<u64>() + 1000 * 10);
+        jit.stats.clone()
+    };
+    let (plain, chained) = (stats(false), stats(true));
+    assert!(chained.chained_runs > 1000, "{}", chained.summary());
+    assert_eq!(
+        chained.compiled_runs + chained.chained_runs,
+        plain.compiled_runs,
+        "chained: {}\nplain: {}",
+        chained.summary(),
+        plain.summary()
+    );
+}

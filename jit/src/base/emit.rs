@@ -85,7 +85,6 @@ pub struct Emit {
     links: (u64, usize),
     dyn_links: bool,
     hop: u64,
-    hop_link: u64,
     /// Chained jumps count themselves (`JitConfig::count_chains`).
     count_chains: bool,
     /// The targets of the links taken so far, in order (`lift::Lowered::links`).
@@ -145,7 +144,6 @@ impl Emit {
             links: t.links,
             dyn_links: t.dyn_links,
             hop: t.hop,
-            hop_link: t.hop_link,
             count_chains: t.count_chains,
             new_links: Vec::new(),
             vpn: block.key().rip >> 12,
@@ -694,7 +692,7 @@ impl Emit {
         match self.link_for(target) {
             Some(link) => {
                 self.a.mov(r8, link)?;
-                self.linked_jump(false, Some(self.hop_link))
+                self.linked_jump(false)
             }
             None => {
                 self.a.mov(r8, chain::set_addr(self.chain_table, target))?;
@@ -728,16 +726,16 @@ impl Emit {
         self.a.jmp(top)
     }
 
-    /// The jump through the link at R8 made here rather than in the shared link stub
-    /// (`stub`, where a direct exit goes when its link is empty; an indirect exit whose link
-    /// holds another target makes the table lookup here): see `lift::hop::own_linked_jump`.
-    fn linked_jump(&mut self, check_rip: bool, stub: Option<u64>) -> Result<(), IcedError> {
+    /// The jump through the link at R8 made here rather than in the shared link stub (an
+    /// empty link jumps to the fill stub; an indirect exit whose link holds another target
+    /// makes the table lookup here): see `lift::hop::own_linked_jump`.
+    fn linked_jump(&mut self, check_rip: bool) -> Result<(), IcedError> {
         let mut slow = self.a.create_label();
         let mut back = self.a.create_label();
         let count = self.count_chains;
         crate::lift::hop::own_linked_jump(&mut self.a, check_rip, slow, back, count)?;
         self.later(move |a| {
-            crate::lift::hop::own_linked_jump_ends(a, &mut slow, &mut back, stub, count)
+            crate::lift::hop::own_linked_jump_ends(a, check_rip, &mut slow, &mut back, count)
         });
         Ok(())
     }
@@ -763,7 +761,7 @@ impl Emit {
         match link {
             Some(link) => {
                 self.a.mov(r8, link)?;
-                return self.linked_jump(true, None);
+                return self.linked_jump(true);
             }
             None => {
                 self.a.mov(r8, chain::HASH_MUL)?;

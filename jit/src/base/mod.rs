@@ -46,7 +46,6 @@ pub struct BaseTarget {
     pub dyn_links: bool,
     pub ram_base: u64,
     pub hop: u64,
-    pub hop_link: u64,
     pub fold: u64,
     /// The run counter the entry counts down (`None`: the block is never promoted).
     pub counter: Option<u64>,

@@ -52,22 +52,46 @@ pub fn hop_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
 }
 
 /// The stub for direct exits, `hop_link`: the same signature as [`hop_code`]'s, with the exit's
-/// link (`chain::Link`) in place of the set. When the link holds a function, the stub checks
-/// the budget against the link's length and jumps there: one load before the jump, no table
-/// probe. When it is empty, the stub makes the table lookup of [`hop_code`] in the link's set
-/// and, on a hit, fills the link before it jumps. It touches only RAX, R8–R11 and flags.
+/// link (`chain::Link`) in place of the set. The stub checks the budget against the link's
+/// length and jumps to the link's function: one load before the jump, no table probe. An
+/// empty link holds the fill stub ([`hop_fill_code`]) with length 0, so the jump needs no
+/// test for it. It touches only RAX, R9 and flags.
 pub fn hop_link_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
-    let mut fill = a.create_label();
-    jump_if_linked(&mut a, fill, back, count)?;
-    // An empty link: the table lookup in the link's set, and the link filled on a hit.
-    a.set_label(&mut fill)?;
-    a.mov(r11, r8)?;
-    a.mov(r8, qword_ptr(r11 + chain::LINK_SET))?;
-    table_jump(&mut a, back, Some(false), count)?;
+    jump_if_linked(&mut a, back, count)?;
     back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
+}
+
+/// The fill stub, `hop_fill`: what an empty link (`chain::LinkTable::fill`) holds as its
+/// function, reached with the link's registers (the link in R8, `retired` in R9 — the link's
+/// length being 0 — the target in RCX). It takes back the hop the jump to it counted, looks
+/// the target up in the chain table at `table` (its set hashed from RCX, as for an indirect
+/// exit) and, on a hit, fills the link with the target, its function and its length before
+/// the budget check and the jump; on a miss, back to the dispatcher. It touches only RAX,
+/// R8–R11 and flags.
+pub fn hop_fill_code(count: bool, table: u64) -> Result<Vec<u8>, iced_x86::IcedError> {
+    let mut a = CodeAssembler::new(64)?;
+    let mut back = a.create_label();
+    if count {
+        a.sub(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+    }
+    a.mov(r11, r8)?;
+    set_of_target(&mut a)?;
+    a.mov(r8, table)?;
+    a.add(r8, r10)?;
+    table_jump(&mut a, back, Some(true), count)?;
+    back_to_dispatcher(&mut a, &mut back)?;
+    a.assemble(0)
+}
+
+/// R10 = the byte offset of the chain-table set of the target in RCX (`chain::set_addr`).
+fn set_of_target(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.mov(r10, chain::HASH_MUL)?;
+    a.imul_2(r10, rcx)?;
+    a.shr(r10, chain::HASH_SHIFT)?;
+    a.shl(r10, chain::SET_BYTES.trailing_zeros())
 }
 
 /// The stub for indirect exits, `hop_dyn`: as [`hop_link_code`], but the link caches the last
@@ -80,7 +104,7 @@ pub fn hop_dyn_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut miss = a.create_label();
     // The same code a baseline indirect exit makes inline.
     own_linked_jump(&mut a, true, miss, back, count)?;
-    own_linked_jump_ends(&mut a, &mut miss, &mut back, None, count)?;
+    own_linked_jump_ends(&mut a, true, &mut miss, &mut back, count)?;
     a.assemble(0)
 }
 
@@ -90,10 +114,7 @@ pub fn hop_dyn_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
 /// `back`). Touches RAX, R8–R11 and flags.
 fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(), IcedError> {
     a.mov(r11, r8)?;
-    a.mov(r10, chain::HASH_MUL)?;
-    a.imul_2(r10, rcx)?;
-    a.shr(r10, chain::HASH_SHIFT)?;
-    a.shl(r10, chain::SET_BYTES.trailing_zeros())?;
+    set_of_target(a)?;
     a.add(r10, qword_ptr(r11 + chain::LINK_SET))?;
     a.mov(r8, r10)?;
     table_jump(a, back, Some(true), count)
@@ -102,10 +123,10 @@ fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(),
 /// The jump through the link at R8 as a baseline exit makes it inline (`base::emit`), with its
 /// own indirect jump, which the host predicts for that exit alone, where the one jump of
 /// [`hop_link_code`] is shared by every exit (heap: 0.91 → 0.68 s CPU, session 31). With
-/// `check_rip`, to `slow` unless the link's RIP is the target in RCX; to `slow` if the link is
-/// empty (R9 is still `retired` there, as the shared stubs want it); the budget check against
-/// the link's length (to `back` if the target does not fit: see [`back_to_dispatcher`]); the
-/// hop counted; the jump. Touches RAX, R9 and flags.
+/// `check_rip`, to `slow` unless the link's RIP is the target in RCX (R9 is still `retired`
+/// there); the budget check against the link's length (to `back` if the target does not fit:
+/// see [`back_to_dispatcher`]); the hop counted; the jump (to the fill stub when the link is
+/// empty). Touches RAX, R9 and flags.
 pub fn own_linked_jump(
     a: &mut CodeAssembler,
     check_rip: bool,
@@ -117,44 +138,32 @@ pub fn own_linked_jump(
         a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
         a.jne(slow)?;
     }
-    jump_if_linked(a, slow, back, count)
+    jump_if_linked(a, back, count)
 }
 
-/// The cold ends of [`own_linked_jump`]: `slow` jumps to the shared stub at `stub`
-/// (`hop_link`: an empty direct link is filled there, once), or for an indirect exit
-/// (`stub` is `None`) makes `hop_dyn`'s table lookup and refill here, so that the jump to
-/// a target the link did not hold is this exit's own too (a RET of a function called from
-/// many places); `back` returns to the dispatcher at the target.
+/// The cold ends of [`own_linked_jump`]: for an indirect exit (`check_rip`), `slow` makes
+/// `hop_dyn`'s table lookup and refill here, so that the jump to a target the link did not
+/// hold is this exit's own too (a RET of a function called from many places); `back` returns
+/// to the dispatcher at the target.
 pub fn own_linked_jump_ends(
     a: &mut CodeAssembler,
+    check_rip: bool,
     slow: &mut CodeLabel,
     back: &mut CodeLabel,
-    stub: Option<u64>,
     count: bool,
 ) -> Result<(), IcedError> {
-    a.set_label(slow)?;
-    match stub {
-        Some(stub) => {
-            a.mov(rax, stub)?;
-            a.jmp(rax)?;
-        }
-        None => dyn_refill(a, *back, count)?,
+    if check_rip {
+        a.set_label(slow)?;
+        dyn_refill(a, *back, count)?;
     }
     back_to_dispatcher(a, back)
 }
 
-/// The jump through the link at R8: to `empty` if it holds no function; else the budget
-/// check against the link's length (to `back` if the block does not fit), the hop counted,
-/// the jump to the function (in RAX).
-fn jump_if_linked(
-    a: &mut CodeAssembler,
-    empty: CodeLabel,
-    back: CodeLabel,
-    count: bool,
-) -> Result<(), IcedError> {
+/// The jump through the link at R8: the budget check against the link's length (to `back` if
+/// the block does not fit), the hop counted, the jump to the function (in RAX). An empty link
+/// holds the fill stub and length 0 (`chain::LinkTable::fill`).
+fn jump_if_linked(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(), IcedError> {
     a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
-    a.test(rax, rax)?;
-    a.jz(empty)?;
     a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
     a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
     a.ja(back)?;
@@ -219,7 +228,7 @@ fn back_to_dispatcher(a: &mut CodeAssembler, back: &mut CodeLabel) -> Result<(),
 
 #[cfg(test)]
 mod tests {
-    use super::{hop_code, hop_dyn_code, hop_link_code};
+    use super::{hop_code, hop_dyn_code, hop_fill_code, hop_link_code};
     use iced_x86::{Decoder, DecoderOptions, InstructionInfoFactory, OpAccess, Register};
 
     /// The machine-code stub writes only the scratch registers it claims (never RBP, RSP
@@ -245,6 +254,7 @@ mod tests {
         for count in [false, true] {
             scratch_only(&hop_link_code(count).expect("assembles"), &scratch);
             scratch_only(&hop_dyn_code(count).expect("assembles"), &scratch);
+            scratch_only(&hop_fill_code(count, 0x1000).expect("assembles"), &scratch);
         }
     }
 
