@@ -188,7 +188,8 @@ pub struct Link {
     pub func: u64,
     /// Instructions in the linked block.
     pub len: u64,
-    /// Address of the chain-table set of `rip` (where the stub looks when the link is empty).
+    /// Address of the chain table, where the fill stub (an empty link) and an indirect exit
+    /// whose link holds another target look the target up, in its hashed set.
     pub set: u64,
     /// The exit's target RIP.
     pub rip: u64,
@@ -309,22 +310,17 @@ impl LinkTable {
         (addr, LINKS - used)
     }
 
-    /// Hand out the next `rips.len()` links (at most what [`Self::next`] said was left), empty:
-    /// for direct exits to those RIPs, whose sets are in the chain table at `table`, and for
-    /// indirect exits where a RIP is [`DYN`] (their `set` is the table itself).
+    /// Hand out the next `rips.len()` links (at most what [`Self::next`] said was left), empty
+    /// (holding the fill stub): for direct exits to those RIPs, and for indirect exits where a
+    /// RIP is [`DYN`], looking targets up in the chain table at `table`.
     pub fn hand_out(&mut self, rips: &[u64], table: u64) {
         let n = rips.len().min(LINKS - self.links.len());
         for &rip in &rips[..n] {
-            let set = if rip == DYN {
-                table
-            } else {
-                set_addr(table, rip)
-            };
             // (Within the capacity: the vector never moves.)
             self.links.push(Link {
                 func: self.fill,
                 len: 0,
-                set,
+                set: table,
                 rip,
             });
         }
@@ -425,25 +421,26 @@ mod tests {
     #[test]
     fn links_are_handed_out_in_order_emptied_by_rip_and_bounded() {
         let mut t = LinkTable::default();
-        let table = 0x10_0000;
+        let (table, fill) = (0x10_0000, 0x9000);
+        t.set_fill(fill);
         let (first, left) = t.next();
         assert_eq!(left, LINKS);
         t.hand_out(&[0x40_1000, DYN, 0x40_2000], table);
         let (next, left) = t.next();
         assert_eq!((next - first, left), (3 * LINK_BYTES as u64, LINKS - 3));
+        // Empty: the fill stub with length 0 (the budget check passes, the jump fills).
         let l = *t.at(first).expect("handed out");
-        assert_eq!((l.func, l.rip), (0, 0x40_1000));
-        assert_eq!(l.set, table + set_of(0x40_1000) as u64 * SET_BYTES as u64);
-        // An indirect exit's link looks up its target's set in the whole table.
-        assert_eq!(t.at(first + LINK_BYTES as u64).expect("dyn").set, table);
+        assert_eq!((l.func, l.len, l.rip, l.set), (fill, 0, 0x40_1000, table));
+        let d = *t.at(first + LINK_BYTES as u64).expect("dyn");
+        assert_eq!((d.func, d.len, d.rip, d.set), (fill, 0, DYN, table));
         // What the stubs write on a hit.
         for (i, rip) in [(0, 0x40_1000), (1, 0x40_3000), (2, 0x40_2000)] {
             let l = &mut t.links[i];
             (l.func, l.len, l.rip) = (0x7000 + i as u64, 5, rip);
         }
         t.unlink(&[0x40_2000, 0x40_3000]);
-        let funcs: Vec<u64> = t.links[..3].iter().map(|l| l.func).collect();
-        assert_eq!(funcs, [0x7000, 0, 0]);
+        let links: Vec<(u64, u64)> = t.links[..3].iter().map(|l| (l.func, l.len)).collect();
+        assert_eq!(links, [(0x7000, 5), (fill, 0), (fill, 0)]);
         // Never more than LINKS: the rest of a request gets none.
         t.hand_out(&vec![0x40_4000; LINKS], table);
         assert_eq!(t.next().1, 0);

@@ -282,15 +282,14 @@ struct HopStubs {
     fill: u64,
 }
 
-/// Define and finalise the hop stubs in `module` (the fill stub looks targets up in the
-/// chain table at `table`); their addresses.
-fn make_hop(module: &mut JITModule, count: bool, table: u64) -> HopStubs {
+/// Define and finalise the hop stubs in `module`; their addresses.
+fn make_hop(module: &mut JITModule, count: bool) -> HopStubs {
     let mut ids = Vec::new();
     for (name, code) in [
         ("hop", lift::hop::hop_code(count)),
         ("hop_link", lift::hop::hop_link_code(count)),
         ("hop_dyn", lift::hop::hop_dyn_code(count)),
-        ("hop_fill", lift::hop::hop_fill_code(count, table)),
+        ("hop_fill", lift::hop::hop_fill_code(count)),
     ] {
         let code = code.expect("the hop stubs assemble");
         let id = module
@@ -361,7 +360,7 @@ impl Compiler {
         } else {
             direct_helpers()
         };
-        let stubs = make_hop(&mut module, count_chains, chain_table);
+        let stubs = make_hop(&mut module, count_chains);
         (helpers.hop, helpers.hop_link, helpers.hop_dyn) = (stubs.hop, stubs.link, stubs.dyn_);
         let mut links = LinkTable::default();
         links.set_fill(stubs.fill);
@@ -705,7 +704,7 @@ impl Compiler {
         if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
-        let stubs = make_hop(&mut module, self.count_chains, self.chain_table);
+        let stubs = make_hop(&mut module, self.count_chains);
         (
             self.helpers.hop,
             self.helpers.hop_link,

@@ -64,34 +64,22 @@ pub fn hop_link_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     a.assemble(0)
 }
 
-/// The fill stub, `hop_fill`: what an empty link (`chain::LinkTable::fill`) holds as its
+/// The fill stub, `hop_fill`: what an empty link (`chain::LinkTable::set_fill`) holds as its
 /// function, reached with the link's registers (the link in R8, `retired` in R9 — the link's
-/// length being 0 — the target in RCX). It takes back the hop the jump to it counted, looks
-/// the target up in the chain table at `table` (its set hashed from RCX, as for an indirect
-/// exit) and, on a hit, fills the link with the target, its function and its length before
-/// the budget check and the jump; on a miss, back to the dispatcher. It touches only RAX,
-/// R8–R11 and flags.
-pub fn hop_fill_code(count: bool, table: u64) -> Result<Vec<u8>, iced_x86::IcedError> {
+/// length being 0 — the target in RCX). It takes back the hop the jump to it counted, then
+/// makes an indirect exit's lookup and refill ([`dyn_refill`]: the target's set hashed in
+/// the chain table the link names, the link filled with the target, its function and its
+/// length, the budget check and the jump); on a miss, back to the dispatcher. It touches
+/// only RAX, R8–R11 and flags.
+pub fn hop_fill_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
     if count {
         a.sub(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
     }
-    a.mov(r11, r8)?;
-    set_of_target(&mut a)?;
-    a.mov(r8, table)?;
-    a.add(r8, r10)?;
-    table_jump(&mut a, back, Some(true), count)?;
+    dyn_refill(&mut a, back, count)?;
     back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
-}
-
-/// R10 = the byte offset of the chain-table set of the target in RCX (`chain::set_addr`).
-fn set_of_target(a: &mut CodeAssembler) -> Result<(), IcedError> {
-    a.mov(r10, chain::HASH_MUL)?;
-    a.imul_2(r10, rcx)?;
-    a.shr(r10, chain::HASH_SHIFT)?;
-    a.shl(r10, chain::SET_BYTES.trailing_zeros())
 }
 
 /// The stub for indirect exits, `hop_dyn`: as [`hop_link_code`], but the link caches the last
@@ -114,7 +102,10 @@ pub fn hop_dyn_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
 /// `back`). Touches RAX, R8–R11 and flags.
 fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(), IcedError> {
     a.mov(r11, r8)?;
-    set_of_target(a)?;
+    a.mov(r10, chain::HASH_MUL)?;
+    a.imul_2(r10, rcx)?;
+    a.shr(r10, chain::HASH_SHIFT)?;
+    a.shl(r10, chain::SET_BYTES.trailing_zeros())?;
     a.add(r10, qword_ptr(r11 + chain::LINK_SET))?;
     a.mov(r8, r10)?;
     table_jump(a, back, Some(true), count)
@@ -254,7 +245,7 @@ mod tests {
         for count in [false, true] {
             scratch_only(&hop_link_code(count).expect("assembles"), &scratch);
             scratch_only(&hop_dyn_code(count).expect("assembles"), &scratch);
-            scratch_only(&hop_fill_code(count, 0x1000).expect("assembles"), &scratch);
+            scratch_only(&hop_fill_code(count).expect("assembles"), &scratch);
         }
     }
 
