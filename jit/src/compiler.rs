@@ -428,7 +428,7 @@ impl Compiler {
         looped: bool,
         base: Option<BaseRequest>,
         ram_base: u64,
-        switch_order: &[u64],
+        switch_order: Vec<u64>,
     ) -> Result<Compiled, String> {
         let allow_base = base.is_some();
         let (trace, promotable, short) = base.map_or((&[][..], false, false), |b| {
@@ -501,7 +501,7 @@ impl Compiler {
                 dyn_links: self.use_dyn_links,
                 ram_base,
                 fold_offsets: fold,
-                switch_order: switch_order.to_vec(),
+                switch_order,
             },
             |b| HelperSigs {
                 exec: b.import_signature(hs[HELPER_EXEC].clone()),

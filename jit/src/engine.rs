@@ -1575,7 +1575,7 @@ impl Jit {
                 promote_short: recursion_first,
             }),
             ram.bytes().as_ptr() as u64,
-            &switch_order,
+            switch_order,
         );
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
         let i = *self.index.get(key).expect("entry present") as usize;

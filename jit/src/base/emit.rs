@@ -730,12 +730,12 @@ impl Emit {
     /// empty link jumps to the fill stub; an indirect exit whose link holds another target
     /// makes the table lookup here): see `lift::hop::own_linked_jump`.
     fn linked_jump(&mut self, check_rip: bool) -> Result<(), IcedError> {
-        let mut slow = self.a.create_label();
+        let mut slow = check_rip.then(|| self.a.create_label());
         let mut back = self.a.create_label();
         let count = self.count_chains;
-        crate::lift::hop::own_linked_jump(&mut self.a, check_rip, slow, back, count)?;
+        crate::lift::hop::own_linked_jump(&mut self.a, slow, back, count)?;
         self.later(move |a| {
-            crate::lift::hop::own_linked_jump_ends(a, check_rip, &mut slow, &mut back, count)
+            crate::lift::hop::own_linked_jump_ends(a, slow.as_mut(), &mut back, count)
         });
         Ok(())
     }

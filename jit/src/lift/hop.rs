@@ -91,8 +91,8 @@ pub fn hop_dyn_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut back = a.create_label();
     let mut miss = a.create_label();
     // The same code a baseline indirect exit makes inline.
-    own_linked_jump(&mut a, true, miss, back, count)?;
-    own_linked_jump_ends(&mut a, true, &mut miss, &mut back, count)?;
+    own_linked_jump(&mut a, Some(miss), back, count)?;
+    own_linked_jump_ends(&mut a, Some(&mut miss), &mut back, count)?;
     a.assemble(0)
 }
 
@@ -113,37 +113,35 @@ fn dyn_refill(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(),
 
 /// The jump through the link at R8 as a baseline exit makes it inline (`base::emit`), with its
 /// own indirect jump, which the host predicts for that exit alone, where the one jump of
-/// [`hop_link_code`] is shared by every exit (heap: 0.91 → 0.68 s CPU, session 31). With
-/// `check_rip`, to `slow` unless the link's RIP is the target in RCX (R9 is still `retired`
-/// there); the budget check against the link's length (to `back` if the target does not fit:
-/// see [`back_to_dispatcher`]); the hop counted; the jump (to the fill stub when the link is
-/// empty). Touches RAX, R9 and flags.
+/// [`hop_link_code`] is shared by every exit (heap: 0.91 → 0.68 s CPU, session 31). For an
+/// indirect exit (`slow` given), to `slow` unless the link's RIP is the target in RCX (R9 is
+/// still `retired` there); the budget check against the link's length (to `back` if the
+/// target does not fit: see [`back_to_dispatcher`]); the hop counted; the jump (to the fill
+/// stub when the link is empty). Touches RAX, R9 and flags.
 pub fn own_linked_jump(
     a: &mut CodeAssembler,
-    check_rip: bool,
-    slow: CodeLabel,
+    slow: Option<CodeLabel>,
     back: CodeLabel,
     count: bool,
 ) -> Result<(), IcedError> {
-    if check_rip {
+    if let Some(slow) = slow {
         a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
         a.jne(slow)?;
     }
     jump_if_linked(a, back, count)
 }
 
-/// The cold ends of [`own_linked_jump`]: for an indirect exit (`check_rip`), `slow` makes
-/// `hop_dyn`'s table lookup and refill here, so that the jump to a target the link did not
-/// hold is this exit's own too (a RET of a function called from many places); `back` returns
-/// to the dispatcher at the target.
+/// The cold ends of [`own_linked_jump`]: for an indirect exit, `slow` makes `hop_dyn`'s
+/// table lookup and refill here, so that the jump to a target the link did not hold is this
+/// exit's own too (a RET of a function called from many places); `back` returns to the
+/// dispatcher at the target.
 pub fn own_linked_jump_ends(
     a: &mut CodeAssembler,
-    check_rip: bool,
-    slow: &mut CodeLabel,
+    slow: Option<&mut CodeLabel>,
     back: &mut CodeLabel,
     count: bool,
 ) -> Result<(), IcedError> {
-    if check_rip {
+    if let Some(slow) = slow {
         a.set_label(slow)?;
         dyn_refill(a, *back, count)?;
     }

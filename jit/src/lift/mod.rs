@@ -303,7 +303,8 @@ pub fn adapter_signature(helper: &Signature) -> Signature {
 /// a fence for all) and forwards a stored value to a later load of the same place only
 /// while no other store to that region came between. So guest memory, the host-side
 /// records, and each of the sixteen vector registers in `CpuState` (every access to them
-/// goes through [`state_mem`]) are regions of their own: the lifted SSE code keeps the
+/// goes through [`state_mem`], by way of [`Lower::state_load`] and [`Lower::state_store`])
+/// are regions of their own: the lifted SSE code keeps the
 /// XMM registers in `CpuState`, and a load of one takes the value just stored to it across
 /// stores to the others and to guest memory, and repeated loads of it merge. Sound because
 /// every location is accessed under one region only (guest RAM never through the records'
@@ -329,7 +330,7 @@ fn host_mem() -> MemFlagsData {
 /// An access to `CpuState` at byte offset `off`: inside the vector registers
 /// (`CpuState::ymm`), that register's own alias region (never trapping, not assumed
 /// aligned: `CpuState` gives vectors no 16-byte alignment); elsewhere [`host_mem`].
-pub(super) fn state_mem(off: i32) -> MemFlagsData {
+fn state_mem(off: i32) -> MemFlagsData {
     let base = core::mem::offset_of!(lockstep_interp::state::CpuState, ymm) as i32;
     match off - base {
         d @ 0..512 => MemFlagsData::new()
@@ -595,22 +596,6 @@ pub fn lower_region(
     // A loop of one block: it carries the registers it only writes too, and counts from
     // `region_end` (`Lower::count_from_end`).
     let one_block_loop = region && blocks.len() == 1;
-    // A region counts in `ret_var`.
-    let region_end = region.then(|| {
-        let r0 = b
-            .ins()
-            .load(types::I64, host_mem(), state, Frame::STATE_TO_RETIRED);
-        let end = b
-            .ins()
-            .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
-        let count = if one_block_loop {
-            b.ins().isub(r0, end)
-        } else {
-            r0
-        };
-        b.def_var(ret_var, count);
-        end
-    });
     let (regs_used, keep, entry_dirty, tails, replays) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
         let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
@@ -769,7 +754,7 @@ pub fn lower_region(
         work: Vec::new(),
         regs_used,
         keep,
-        region_end,
+        region_end: None,
         count_from_end: one_block_loop,
         edge: None,
         zext_memo: Vec::new(),
@@ -779,8 +764,16 @@ pub fn lower_region(
         budget,
     };
     if region {
-        // Everything the region's blocks share is set up once, here, on entry.
-        // The TLB pointers must dominate every block: load them here.
+        // Everything the region's blocks share is set up once, here, on entry: the count in
+        // `ret_var` (`Lower::biased`: relative to `region_end` in a loop of one block), and
+        // the TLB pointers, which must dominate every block.
+        let r0 = l.load_count();
+        let end =
+            l.b.ins()
+                .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
+        l.region_end = Some(end);
+        let count = l.biased(r0);
+        l.b.def_var(l.ret_var, count);
         l.tlb_read();
         l.tlb_write();
         if group::carry_enabled() {
@@ -1769,6 +1762,24 @@ impl Lower<'_> {
         }
         let end = self.region_end.expect("regions load region_end");
         self.b.ins().isub(count, end)
+    }
+
+    /// A load of `ty` from `CpuState` at byte offset `off`, in [`state_mem`]'s alias region.
+    pub(super) fn state_load(&mut self, ty: types::Type, off: i32) -> Value {
+        let st = self.state;
+        self.b.ins().load(ty, state_mem(off), st, off)
+    }
+
+    /// [`Lower::state_load`] of 4 bytes, zero-extended to 64 bits.
+    pub(super) fn state_uload32(&mut self, off: i32) -> Value {
+        let st = self.state;
+        self.b.ins().uload32(state_mem(off), st, off)
+    }
+
+    /// A store of `v` to `CpuState` at byte offset `off`, in [`state_mem`]'s alias region.
+    pub(super) fn state_store(&mut self, v: Value, off: i32) {
+        let st = self.state;
+        self.b.ins().store(state_mem(off), v, st, off);
     }
 
     /// `cpu.retired` as memory holds it.

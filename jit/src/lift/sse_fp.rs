@@ -265,10 +265,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     let ins = &d.ins;
     let spec = covered(ins)?;
     let mut ok = l.assert_vec_enabled(spec.vex);
-    let st = l.state;
-    let mx =
-        l.b.ins()
-            .load(types::I32, super::state_mem(OFF_MXCSR), st, OFF_MXCSR);
+    let mx = l.state_load(types::I32, OFF_MXCSR);
     if spec.needs_env() {
         // Masks all set, RC nearest, no DAZ/FTZ (`host_quick::default_env`); once per block
         // (see `Lower::mx_env`).
@@ -342,8 +339,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         // the exit below from storing them again over the handler's.
         l.cold = true;
         if let Some(f) = l.flags_value() {
-            l.b.ins()
-                .store(super::state_mem(OFF_RFLAGS), f, st, OFF_RFLAGS);
+            l.state_store(f, OFF_RFLAGS);
         }
         l.cold = false;
         l.pending.clear();
@@ -362,19 +358,12 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
     l.unsync_retired();
     l.pending = saved_pending;
     if let Some(g) = gpr_dst {
-        let v = l.b.ins().load(
-            types::I64,
-            super::state_mem(crate::frame::gpr_off(g.index)),
-            st,
-            crate::frame::gpr_off(g.index),
-        );
+        let v = l.state_load(types::I64, crate::frame::gpr_off(g.index));
         l.b.def_var(l.vars[g.index], v);
         l.new_version(g.index);
     }
     if rf_old.is_some() {
-        let v =
-            l.b.ins()
-                .load(types::I64, super::state_mem(OFF_RFLAGS), st, OFF_RFLAGS);
+        let v = l.state_load(types::I64, OFF_RFLAGS);
         l.b.def_var(l.vars[RFLAGS], v);
     }
     l.b.ins().jump(join, &[]);
@@ -404,8 +393,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         let z = l.b.ins().iconst(types::I32, 0);
         let pe = l.b.ins().select(exact, z, pe);
         let m = l.b.ins().bor(mx, pe);
-        l.b.ins()
-            .store(super::state_mem(OFF_MXCSR), m, st, OFF_MXCSR);
+        l.state_store(m, OFF_MXCSR);
         l.b.ins().jump(write, &[]);
         l.b.seal_block(write);
         l.b.switch_to_block(write);
@@ -415,8 +403,7 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
         let z = l.b.ins().iconst(types::I32, 0);
         let pe = l.b.ins().select(inexact, pe, z);
         let m = l.b.ins().bor(mx, pe);
-        l.b.ins()
-            .store(super::state_mem(OFF_MXCSR), m, st, OFF_MXCSR);
+        l.state_store(m, OFF_MXCSR);
     }
     match spec.op {
         Op::Comi => {
@@ -437,24 +424,17 @@ pub fn lower(l: &mut Lower, d: &DecodedInsn) -> Option<super::insn::Outcome> {
                 } else {
                     vec_off(ins.op1_register())
                 };
-                let lo = l.b.ins().load(types::I64, super::state_mem(from), st, from);
-                let hi =
-                    l.b.ins()
-                        .load(types::I64, super::state_mem(from + 8), st, from + 8);
+                let lo = l.state_load(types::I64, from);
+                let hi = l.state_load(types::I64, from + 8);
                 let z = l.b.ins().iconst(types::I64, 0);
-                l.b.ins().store(super::state_mem(off), lo, st, off);
-                l.b.ins().store(super::state_mem(off + 8), hi, st, off + 8);
-                l.b.ins().store(super::state_mem(off + 16), z, st, off + 16);
-                l.b.ins().store(super::state_mem(off + 24), z, st, off + 24);
+                l.state_store(lo, off);
+                l.state_store(hi, off + 8);
+                l.state_store(z, off + 16);
+                l.state_store(z, off + 24);
             }
             let w = res_width(spec) as i32;
             for (i, &v) in res.vals.iter().enumerate() {
-                l.b.ins().store(
-                    super::state_mem(off + w * i as i32),
-                    v,
-                    st,
-                    off + w * i as i32,
-                );
+                l.state_store(v, off + w * i as i32);
             }
         }
     }
@@ -490,7 +470,6 @@ fn compute(
     gpr_src: Option<Value>,
 ) -> Res {
     let f = fmt(spec.f64);
-    let st = l.state;
     let w = if spec.f64 { 8 } else { 4 };
     let (na, nb) = spec.sources();
     // Lane `i` of XMM/memory operand `n` in format `f`.
@@ -502,8 +481,7 @@ fn compute(
             }
             _ => {
                 let off = vec_off(ins.op_register(n));
-                l.b.ins()
-                    .load(f.ity, super::state_mem(off + w * i), st, off + w * i)
+                l.state_load(f.ity, off + w * i)
             }
         }
     };

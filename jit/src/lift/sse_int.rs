@@ -258,19 +258,8 @@ pub(super) fn used_gprs(ins: &Instruction) -> u32 {
 impl Lower<'_> {
     /// CR0 and CR4 as they are now (in `CpuState`).
     fn cr0_cr4(&mut self) -> (Value, Value) {
-        let st = self.state;
-        let cr0 = self.b.ins().load(
-            types::I64,
-            super::state_mem(crate::frame::OFF_CR0),
-            st,
-            crate::frame::OFF_CR0,
-        );
-        let cr4 = self.b.ins().load(
-            types::I64,
-            super::state_mem(crate::frame::OFF_CR4),
-            st,
-            crate::frame::OFF_CR4,
-        );
+        let cr0 = self.state_load(types::I64, crate::frame::OFF_CR0);
+        let cr4 = self.state_load(types::I64, crate::frame::OFF_CR4);
         (cr0, cr4)
     }
 
@@ -337,17 +326,12 @@ impl Lower<'_> {
 
     /// 16 bytes of `CpuState` at `off` (a register half).
     fn vload(&mut self, off: i32) -> Value {
-        let st = self.state;
-        // (`CpuState` gives vectors no 16-byte alignment: the guest-memory flags fit.)
-        self.b
-            .ins()
-            .load(types::I8X16, super::state_mem(off), st, off)
+        self.state_load(types::I8X16, off)
     }
 
     fn vstore(&mut self, off: i32, v: Value) {
-        let st = self.state;
         let v = self.as_bytes(v);
-        self.b.ins().store(super::state_mem(off), v, st, off);
+        self.state_store(v, off);
     }
 
     fn as_bytes(&mut self, v: Value) -> Value {
@@ -603,10 +587,9 @@ fn fast_path(
     // The low qword `q` (I64) of register operand 0, the rest zeroed by the encoding's rule.
     let dst_q = |l: &mut Lower, q: Value| {
         let off = vec_off(ins.op0_register());
-        let st = l.state;
         let z = l.b.ins().iconst(types::I64, 0);
-        l.b.ins().store(super::state_mem(off), q, st, off);
-        l.b.ins().store(super::state_mem(off + 8), z, st, off + 8);
+        l.state_store(q, off);
+        l.state_store(z, off + 8);
         if spec.vex.is_some() {
             let zv = l.vzero();
             l.vstore(off + 16, zv);
@@ -698,21 +681,14 @@ fn fast_path(
                     Some(v) => v,
                     None => {
                         let off = vec_off(ins.op1_register());
-                        let st = l.state;
-                        l.b.ins().load(types::I64, super::state_mem(off), st, off)
+                        l.state_load(types::I64, off)
                     }
                 },
             };
             dst_q(l, q);
         }
         Op::MovFromVec => {
-            let st = l.state;
-            let q = l.b.ins().load(
-                types::I64,
-                super::state_mem(vec_off(ins.op1_register())),
-                st,
-                vec_off(ins.op1_register()),
-            );
+            let q = l.state_load(types::I64, vec_off(ins.op1_register()));
             match ins.op0_kind() {
                 OpKind::Memory if ins.memory_size().size() == 4 => {
                     l.b.ins().istore32(guest_mem(), q, host(), 0);
@@ -725,49 +701,43 @@ fn fast_path(
             }
         }
         Op::MovLow(w) => {
-            let st = l.state;
             let (from, to) = (vec_off(ins.op1_register()), vec_off(ins.op0_register()));
             if w == 8 {
-                let q = l.b.ins().load(types::I64, super::state_mem(from), st, from);
-                l.b.ins().store(super::state_mem(to), q, st, to);
+                let q = l.state_load(types::I64, from);
+                l.state_store(q, to);
             } else {
-                let d = l.b.ins().load(types::I32, super::state_mem(from), st, from);
-                l.b.ins().store(super::state_mem(to), d, st, to);
+                let d = l.state_load(types::I32, from);
+                l.state_store(d, to);
             }
         }
         Op::LoadHalf(high) => {
             let q = l.b.ins().load(types::I64, guest_mem(), host(), 0);
-            let st = l.state;
             let off = vec_off(ins.op0_register()) + if high { 8 } else { 0 };
-            l.b.ins().store(super::state_mem(off), q, st, off);
+            l.state_store(q, off);
         }
         Op::StoreHigh => {
-            let st = l.state;
             let off = vec_off(ins.op1_register()) + 8;
-            let q = l.b.ins().load(types::I64, super::state_mem(off), st, off);
+            let q = l.state_load(types::I64, off);
             l.b.ins().store(guest_mem(), q, host(), 0);
         }
         Op::MergeLow(w) => {
             // Every source read before the destination is written (it may be either source).
-            let st = l.state;
             let (d, a, b) = (
                 vec_off(ins.op0_register()),
                 vec_off(ins.op1_register()),
                 vec_off(ins.op2_register()),
             );
-            let hi =
-                l.b.ins()
-                    .load(types::I64, super::state_mem(a + 8), st, a + 8);
+            let hi = l.state_load(types::I64, a + 8);
             let lo = if w == 8 {
-                l.b.ins().load(types::I64, super::state_mem(b), st, b)
+                l.state_load(types::I64, b)
             } else {
-                let e = l.b.ins().uload32(super::state_mem(b), st, b);
-                let m = l.b.ins().uload32(super::state_mem(a + 4), st, a + 4);
+                let e = l.state_uload32(b);
+                let m = l.state_uload32(a + 4);
                 let m = l.b.ins().ishl_imm_s(m, 32);
                 l.b.ins().bor(e, m)
             };
-            l.b.ins().store(super::state_mem(d), lo, st, d);
-            l.b.ins().store(super::state_mem(d + 8), hi, st, d + 8);
+            l.state_store(lo, d);
+            l.state_store(hi, d + 8);
             let z = l.vzero();
             l.vstore(d + 16, z);
         }
@@ -791,9 +761,8 @@ fn fast_path(
             let e = match ins.op1_kind() {
                 OpKind::Memory => l.b.ins().load(ty, guest_mem(), host(), 0),
                 _ => {
-                    let st = l.state;
                     let off = vec_off(ins.op1_register());
-                    l.b.ins().load(ty, super::state_mem(off), st, off)
+                    l.state_load(ty, off)
                 }
             };
             let v = l.b.ins().splat(vty, e);
