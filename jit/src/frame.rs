@@ -108,7 +108,7 @@ impl Frame {
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
     /// How far past the count `region_end` may lie: far beyond any dispatch, and small
-    /// enough that a count relative to it (`lift::Lower::count_from_end`) never wraps a signed
+    /// enough that a region's count relative to it (`lift::Lower::biased`) never wraps a signed
     /// compare while the count grows within one dispatch.
     pub const COUNT_REACH: u64 = 1 << 62;
     /// Where `cpu.retired` is relative to `cpu.state` (both fields of one `Cpu`, whose state
@@ -148,7 +148,7 @@ impl Frame {
         self.state = &raw mut ctx.cpu.state;
         self.budget_end = ctx.cpu.budget_end;
         self.chain_end = ctx.cpu.budget_end;
-        // (Within `COUNT_REACH` of the count: a loop of one block counts relative to it.)
+        // (Within `COUNT_REACH` of the count: a region counts relative to it.)
         self.region_end = ctx
             .cpu
             .budget_end

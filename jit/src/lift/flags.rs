@@ -608,6 +608,21 @@ impl Lower<'_> {
         }
     }
 
+    /// The two run-time records a region member took from its edges, as `[code, a, b, res,
+    /// cin]` (the CF one first), when they are all that is pending: nothing since has
+    /// defined a flag.
+    pub fn edge_records(&self) -> Option<([Value; 5], [Value; 5])> {
+        let [c, s] = self.pending.as_slice() else {
+            return None;
+        };
+        let untouched = |p: &Pending, mask| p.op == FlagOp::Dyn && p.mask == mask;
+        if !(untouched(c, CF) && untouched(s, STATUS)) {
+            return None;
+        }
+        let rec = |p: &Pending| -> Option<[Value; 5]> { Some([p.code?, p.a, p.b, p.res, p.cin?]) };
+        Some((rec(c)?, rec(s)?))
+    }
+
     /// Would [`Lower::handover_record`] give a record (one pending record defining every
     /// status flag)?
     pub fn can_hand_over(&self) -> bool {

@@ -93,7 +93,8 @@ struct Member {
     /// Its IR block, once an edge (or the function entry) refers to it.
     ir: Option<IrBlock>,
     /// Entered with the flags as run-time records (it overwrites every status flag before
-    /// anything reads them); otherwise the edges fold the flags into RFLAGS first.
+    /// anything reads them, or passes them on untouched: [`lazy_members`]); otherwise the
+    /// edges fold the flags into RFLAGS first.
     lazy_flags: bool,
     /// Its first instruction overwrites every status flag and cannot leave the block: the
     /// flags it is entered with are dead, so the edges' records are not read (and SSA
@@ -132,8 +133,15 @@ pub struct Lower<'a> {
     state: Value,
     frame: Value,
     /// `ret_var` holds the count (`cpu.retired`, at [`Frame::STATE_TO_RETIRED`] from `state`):
-    /// in a region, whose edges carry it in SSA values, loaded once at entry (in a loop of one
-    /// block, relative to `region_end`: `count_from_end`). Not in a single
+    /// in a region, whose edges carry it in SSA values, loaded once at entry, relative to
+    /// `Frame::region_end` ([`Lower::biased`]): `ret_var` holds `retired - region_end` (the end
+    /// at most `Frame::COUNT_REACH` past the count), so that a budget check compares the
+    /// variable with a constant (`ret_var + k + span > 0`), and the end, loaded again where
+    /// an exit or a helper call needs the count itself, holds no register in the region.
+    /// (Measured with callgrind, session 48: bignum −7.5%, collatz −4.0%, primes −3.3%,
+    /// recursion −1.8%, arith and hash +0.8%, geomean −1.1%; session 46 kept the end's value
+    /// from the entry in a register for the exits instead, which cost more than it saved
+    /// outside one-block loops.) Not in a single
     /// block: there `cpu.retired` in memory stays the count at entry (or at the last trampoline
     /// call), and exits read it when they store the new count, so no register holds it across
     /// the block.
@@ -218,8 +226,7 @@ pub struct Lower<'a> {
     exec_called: bool,
     pub stats: LowerStats,
     /// The region: its blocks, the ones still to lower, the registers it carries in SSA
-    /// values across its edges (`register_use`), `Frame::region_end`, the flag edge
-    /// variables.
+    /// values across its edges (`register_use`), the flag edge variables.
     members: Vec<Member>,
     work: Vec<usize>,
     regs_used: u32,
@@ -227,15 +234,6 @@ pub struct Lower<'a> {
     /// the exits (no write-through at edges or before memory accesses); a member starts with
     /// those its predecessors may have written dirty (`Member::entry_dirty`).
     keep: u32,
-    /// `Frame::region_end`, loaded at a region's entry.
-    region_end: Option<Value>,
-    /// A loop of one block counts from `region_end`: `ret_var` holds `retired - region_end`
-    /// (the end at most `Frame::COUNT_REACH` past the count), so that its budget check
-    /// compares the variable with a constant (`ret_var + k + span > 0`) and the end, used
-    /// only on exits and helper calls, holds no register in the loop. (In larger regions,
-    /// with many exits, converting there cost more than it saved: callgrind, recursion
-    /// +5.7%, bf +5.5%; collatz −17%, bignum −2.4%.)
-    count_from_end: bool,
     edge: Option<EdgeVars>,
     /// Recent zero extensions (IR block, value, size, result), reused for the same value in
     /// the same IR block: a register read twice at one width is extended once
@@ -409,20 +407,68 @@ fn overwrites_flags_first(insns: &[DecodedInsn]) -> bool {
     false
 }
 
-/// Is the first instruction of `block` one that always defines every status flag from its
+/// Does `block` leave the status flags alone: every instruction lowered natively, none reading
+/// or writing a status flag (`pop rbx; ret`, `jmp`)? Its exits see the flags it was entered
+/// with.
+fn flags_transparent(insns: &[DecodedInsn]) -> bool {
+    use iced_x86::RflagsBits as R;
+    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
+    insns.iter().all(|d| {
+        insn::is_native(d) && (d.ins.rflags_read() | d.ins.rflags_modified()) & status == 0
+    })
+}
+
+/// Which members of a region take their flags as run-time records from the edges into them
+/// ([`Member::lazy_flags`]): those that overwrite every status flag before anything reads
+/// them, and those that leave the flags alone ([`flags_transparent`]) and jump only to such
+/// members inside the region (`succ`: `region::generous_successors`) — `cmp eax,1; jbe` to a
+/// lone `ret` that returns to a site starting with `and`: the edge to the `ret` hands the
+/// CMP's record on instead of folding it into RFLAGS, and so does the `ret`. (A transparent
+/// member that may go on to one folding its flags would fold them there through the helper,
+/// rather than inline on the way in.) Its exits leaving the region hand the record over when
+/// they can (see `Lower::store_flags_for_exit`).
+fn lazy_members(blocks: &[&Block], succ: &[Vec<usize>]) -> Vec<bool> {
+    let mut lazy: Vec<bool> = blocks
+        .iter()
+        .map(|b| overwrites_flags_first(&b.insns))
+        .collect();
+    let transparent: Vec<bool> = blocks.iter().map(|b| flags_transparent(&b.insns)).collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..blocks.len() {
+            if !lazy[i] && transparent[i] && succ[i].iter().all(|&j| lazy[j]) {
+                lazy[i] = true;
+                changed = true;
+            }
+        }
+    }
+    lazy
+}
+
+/// Does `block` start with an instruction that always defines every status flag from its
 /// operands alone (ADD, SUB, CMP, AND, OR, XOR, TEST, NEG: unlike a shift by a count that
 /// may be 0, or an instruction leaving some flag "undefined" as the interpreter keeps it),
 /// lowered natively, without a memory operand (their only way to leave the block; it also
-/// rules out LOCK)? Then nothing can observe the flags the block is entered with.
+/// rules out LOCK) — first, or after register moves and LEAs only (`mov edi,edx; lea
+/// ebx,[rdx-2]; and edi,1`), which neither read flags nor can leave the block? Then nothing
+/// can observe the flags the block is entered with.
 fn first_overwrites_flags(block: &Block) -> bool {
     use iced_x86::Mnemonic as M;
-    block.insns.first().is_some_and(|d| {
-        matches!(
-            d.ins.mnemonic(),
-            M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg
-        ) && !(0..d.ins.op_count()).any(|i| d.ins.op_kind(i) == iced_x86::OpKind::Memory)
-            && insn::is_native(d)
-    })
+    let no_memory = |d: &DecodedInsn| {
+        !(0..d.ins.op_count()).any(|i| d.ins.op_kind(i) == iced_x86::OpKind::Memory)
+    };
+    for d in &block.insns {
+        if !insn::is_native(d) || !no_memory(d) {
+            return false;
+        }
+        match d.ins.mnemonic() {
+            M::Add | M::Sub | M::Cmp | M::And | M::Or | M::Xor | M::Test | M::Neg => return true,
+            M::Mov | M::Movzx | M::Movsx | M::Movsxd | M::Lea => {}
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Where a flag record handed over by a chained jump travels: `[code, a, b, res, cin]`.
@@ -593,10 +639,9 @@ pub fn lower_region(
     let vars: [Variable; 17] = core::array::from_fn(|_| b.declare_var(types::I64));
     let ret_var = b.declare_var(types::I64);
     let region = crate::region::is_region(blocks);
-    // A loop of one block: it carries the registers it only writes too, and counts from
-    // `region_end` (`Lower::count_from_end`).
+    // A loop of one block: it carries the registers it only writes too.
     let one_block_loop = region && blocks.len() == 1;
-    let (regs_used, keep, entry_dirty, tails, replays) = if region {
+    let (regs_used, keep, entry_dirty, tails, replays, lazy) = if region {
         let uses: Vec<(u32, u32)> = blocks.iter().map(|b| register_use(b)).collect();
         let written: Vec<u32> = uses.iter().map(|u| u.1).collect();
         let mut regs_used = uses.iter().fold(0, |a, u| a | u.0);
@@ -613,10 +658,15 @@ pub fn lower_region(
             .map(|b| crate::region::flags_tail(b, insn::is_replayable))
             .collect();
         let replays = crate::region::replays(&succ, &tails, insn::same_replay);
-        (regs_used, keep, entry_dirty, tails, replays)
+        let lazy = lazy_members(blocks, &succ);
+        (regs_used, keep, entry_dirty, tails, replays, lazy)
     } else {
         let none = vec![None; blocks.len()];
-        (0, 0, vec![0; blocks.len()], none.clone(), none)
+        let lazy = blocks
+            .iter()
+            .map(|b| overwrites_flags_first(&b.insns))
+            .collect();
+        (0, 0, vec![0; blocks.len()], none.clone(), none, lazy)
     };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let call_targets = if region {
@@ -630,8 +680,9 @@ pub fn lower_region(
         .iter()
         .zip(&entry_dirty)
         .zip(tails.into_iter().zip(replays))
+        .zip(lazy)
         .enumerate()
-        .map(|(i, ((blk, &entry_dirty), (tail, replay)))| {
+        .map(|(i, (((blk, &entry_dirty), (tail, replay)), lazy_flags))| {
             let rip = crate::region::start(blk);
             let flags_dead = first_overwrites_flags(blk);
             let page = page_of(blk);
@@ -642,7 +693,7 @@ pub fn lower_region(
                 rip,
                 len: blk.insns.len() as u64,
                 ir: None,
-                lazy_flags: overwrites_flags_first(&blk.insns),
+                lazy_flags,
                 flags_dead,
                 ret_site: ret_sites.contains(&rip),
                 call_target: call_targets.contains(&i),
@@ -754,8 +805,6 @@ pub fn lower_region(
         work: Vec::new(),
         regs_used,
         keep,
-        region_end: None,
-        count_from_end: one_block_loop,
         edge: None,
         zext_memo: Vec::new(),
         region_zero: None,
@@ -765,13 +814,9 @@ pub fn lower_region(
     };
     if region {
         // Everything the region's blocks share is set up once, here, on entry: the count in
-        // `ret_var` (`Lower::biased`: relative to `region_end` in a loop of one block), and
-        // the TLB pointers, which must dominate every block.
+        // `ret_var` (`Lower::biased`: relative to `region_end`), and the TLB pointers, which
+        // must dominate every block.
         let r0 = l.load_count();
-        let end =
-            l.b.ins()
-                .load(types::I64, host_mem(), frame, Frame::OFF_REGION_END);
-        l.region_end = Some(end);
         let count = l.biased(r0);
         l.b.def_var(l.ret_var, count);
         l.tlb_read();
@@ -1218,17 +1263,12 @@ impl Lower<'_> {
         let r0 = self.b.use_var(self.ret_var);
         let r = self.b.ins().iadd_imm_s(r0, self.k);
         if !free {
-            // retired + k + span > region_end: relative to the end (within
-            // `Frame::COUNT_REACH` of it, so the signed compare cannot wrap), or as counted.
-            let over = if self.count_from_end {
+            // retired + k + span > region_end, relative to the end (within
+            // `Frame::COUNT_REACH` of it, so the signed compare cannot wrap).
+            let over =
                 self.b
                     .ins()
-                    .icmp_imm_s(IntCC::SignedGreaterThan, r0, -(span as i64) - self.k)
-            } else {
-                let end = self.b.ins().iadd_imm_s(r, span as i64);
-                let lim = self.region_end.expect("regions load region_end");
-                self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, lim)
-            };
+                    .icmp_imm_s(IntCC::SignedGreaterThan, r0, -(span as i64) - self.k);
             self.side_exit_if(over, Some(Rip::Const(rip)), None, ret::DISPATCH);
         } else {
             self.stats.free_edges += 1;
@@ -1335,6 +1375,37 @@ impl Lower<'_> {
     /// returns — with the rest of RFLAGS stored; anything else is folded and stored, and the
     /// frame's record cleared. No helper call on this path.
     fn store_flags_for_exit(&mut self) {
+        if let Some((cf, rec)) = self.edge_records() {
+            // A member entered with the edges' two run-time records that left the flags
+            // alone (see `lazy_members`): without a CF record (its code 0, the usual case) the
+            // other one goes to the frame as it is; with one, both are folded.
+            let (hand, fold, join) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            self.b.set_cold_block(fold);
+            self.b.ins().brif(cf[0], fold, &[], hand, &[]);
+            self.b.seal_block(hand);
+            self.b.seal_block(fold);
+            self.b.switch_to_block(hand);
+            if self.dirty & (1 << RFLAGS) != 0 {
+                let f = self.b.use_var(self.vars[RFLAGS]);
+                self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+            }
+            for (v, off) in rec.iter().zip(FLAG_RECORD) {
+                self.b.ins().store(host_mem(), *v, self.frame, off);
+            }
+            self.b.ins().jump(join, &[]);
+            self.b.switch_to_block(fold);
+            let cold = core::mem::replace(&mut self.cold, true);
+            self.fold_and_store_flags();
+            self.cold = cold;
+            self.b.ins().jump(join, &[]);
+            self.b.seal_block(join);
+            self.b.switch_to_block(join);
+            return;
+        }
         match self.handover_record() {
             Some(rec) => {
                 if self.dirty & (1 << RFLAGS) != 0 {
@@ -1352,16 +1423,19 @@ impl Lower<'_> {
                     }
                 }
             }
-            None => {
-                if let Some(f) = self.flags_value() {
-                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
-                }
-                let z = self.iconst(0);
-                self.b
-                    .ins()
-                    .store(host_mem(), z, self.frame, Frame::OFF_FL_CODE);
-            }
+            None => self.fold_and_store_flags(),
         }
+    }
+
+    /// Fold the pending flags into RFLAGS and store it, and clear the frame's flag record.
+    fn fold_and_store_flags(&mut self) {
+        if let Some(f) = self.flags_value() {
+            self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
+        }
+        let z = self.iconst(0);
+        self.b
+            .ins()
+            .store(host_mem(), z, self.frame, Frame::OFF_FL_CODE);
     }
 
     /// Emit, in the current (side) block, the exit: write back dirty registers and the flags,
@@ -1745,22 +1819,24 @@ impl Lower<'_> {
     fn retired_slot(&mut self) -> Value {
         if self.count_in_var {
             let r = self.b.use_var(self.ret_var);
-            if !self.count_from_end {
-                return r;
-            }
-            let end = self.region_end.expect("regions load region_end");
+            let end = self.load_region_end();
             return self.b.ins().iadd(r, end);
         }
         self.load_count()
     }
 
-    /// A count as a region's `ret_var` holds it (relative to `region_end` in a loop of one
-    /// block).
+    /// `Frame::region_end`, loaded here: the same value throughout a dispatch, so the exits
+    /// load it again rather than keep the entry's value in a register through the region.
+    fn load_region_end(&mut self) -> Value {
+        let f = self.frame;
+        self.b
+            .ins()
+            .load(types::I64, host_mem(), f, Frame::OFF_REGION_END)
+    }
+
+    /// A count as a region's `ret_var` holds it (relative to `region_end`).
     fn biased(&mut self, count: Value) -> Value {
-        if !self.count_from_end {
-            return count;
-        }
-        let end = self.region_end.expect("regions load region_end");
+        let end = self.load_region_end();
         self.b.ins().isub(count, end)
     }
 
