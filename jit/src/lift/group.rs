@@ -38,7 +38,9 @@ pub struct AddrKey {
 }
 
 /// An offset no access of a group can start at: marks the group's record as not valid.
-pub const INVALID: i64 = 1 << 20;
+/// Negative, so that both kinds of member check fail for it: the upper-bound check compares
+/// unsigned, the lower-bound one signed (see [`Lower::group_member`]).
+pub const INVALID: i64 = -(1 << 20);
 
 /// Largest displacement difference served by a group (farther is never in the same page).
 const MAX_DELTA: i64 = 4095;
@@ -398,12 +400,21 @@ impl Lower<'_> {
         let off = self.b.use_var(g.off);
         let last = 4096 - size as i64;
         if delta >= 0 {
-            // offset + delta <= last, as offset <= last - delta (offset is never negative;
-            // INVALID is above every bound).
+            // offset + delta <= last, as offset <= last - delta (unsigned: offset is never
+            // negative, and INVALID, negative, is above every bound).
             return self
                 .b
                 .ins()
-                .icmp_imm_s(IntCC::SignedLessThanOrEqual, off, last - delta);
+                .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, off, last - delta);
+        }
+        if delta <= g.size as i64 - size as i64 {
+            // Below the record and ending no later than the recorded access, which was in the
+            // page: only offset + delta >= 0 is left to check, as offset >= -delta (signed:
+            // INVALID is below every bound). One compare, no add.
+            return self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, off, -delta);
         }
         let at = self.b.ins().iadd_imm_s(off, delta);
         self.b
