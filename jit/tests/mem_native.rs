@@ -55,3 +55,41 @@ fn accesses_walking_off_the_end_of_ram_fault_like_the_interpreter() {
         }
     }
 }
+
+/// Stores of a value a zero extension made (MOVZX, a 32-bit MOV) store the extension's
+/// zeros, not the source's upper bytes: a store takes its bytes from the value before the
+/// extension only when the extension keeps at least the bytes stored (`lift/mem.rs`
+/// `low_bytes_source`; an 8-byte store of a 32-bit MOV's result fails without that).
+#[test]
+fn a_store_of_a_zero_extended_value_stores_its_zeros() {
+    use lockstep_interp::testkit::DATA_BASE;
+    let code = TestMachine::assemble(|a| {
+        a.mov(rsi, DATA_BASE)?;
+        a.mov(rbx, 0x1122_3344_5566_7788u64)?;
+        a.mov(ecx, 50u32)?;
+        let mut top = a.create_label();
+        a.set_label(&mut top)?;
+        a.movzx(eax, bx)?;
+        a.mov(dword_ptr(rsi), eax)?;
+        a.movzx(edx, bl)?;
+        a.mov(dword_ptr(rsi + 4), edx)?;
+        a.mov(word_ptr(rsi + 8), dx)?;
+        a.mov(r8d, ebx)?;
+        a.mov(dword_ptr(rsi + 12), r8d)?;
+        a.mov(r9d, ebx)?;
+        a.mov(qword_ptr(rsi + 16), r9)?;
+        a.add(rbx, 0x0101_0101i32)?;
+        a.dec(ecx)?;
+        a.jnz(top)?;
+        a.hlt()
+    });
+    let (m, _, exit) = compare(&code, &[1 << 20], common::region_config(), &|_| {});
+    assert_eq!(exit.reason, ExitReason::Exception(Fault::GP0), "{exit:?}");
+    // RBX as the last run stored it.
+    let last = m
+        .gpr(lockstep_interp::state::reg::RBX)
+        .wrapping_sub(0x0101_0101);
+    assert_eq!(m.read_u64(DATA_BASE) & 0xffff_ffff, last & 0xffff);
+    assert_eq!(m.read_u64(DATA_BASE + 4) & 0xffff_ffff, last & 0xff);
+    assert_eq!(m.read_u64(DATA_BASE + 16), last & 0xffff_ffff);
+}

@@ -214,6 +214,34 @@ impl Lower<'_> {
         }
     }
 
+    /// For a store of the low `size` bytes of `v`: the value `v` zero-extends when those
+    /// bytes are its (`uextend(ireduce(x))` keeping at least `size` bytes: a 32-bit register
+    /// operand read across an edge), so that the store takes them from `x` without the
+    /// extension (`mov %eax,%eax` before a 4-byte store).
+    fn low_bytes_source(&self, v: Value, size: u8) -> Value {
+        if size >= 8 {
+            return v;
+        }
+        let dfg = &self.b.func.dfg;
+        let Some(InstructionData::Unary {
+            opcode: Opcode::Uextend,
+            arg: t,
+        }) = self.defining(v)
+        else {
+            return v;
+        };
+        if dfg.value_type(t).bytes() < size as u32 {
+            return v;
+        }
+        match self.defining(t) {
+            Some(InstructionData::Unary {
+                opcode: Opcode::Ireduce,
+                arg: x,
+            }) if dfg.value_type(x) == types::I64 => x,
+            _ => v,
+        }
+    }
+
     /// Low `size` bytes of `v`, sign-extended.
     pub fn sext(&mut self, v: Value, size: u8) -> Value {
         match size {
@@ -629,6 +657,7 @@ impl Lower<'_> {
     /// Store the low `size` bytes of `v` at a host address: a read-modify-write's destination
     /// ([`Lower::load_rmw`]).
     pub fn store_host(&mut self, host: Value, size: u8, v: Value) {
+        let v = self.low_bytes_source(v, size);
         match size {
             1 => self.b.ins().istore8(guest_mem(), v, host, 0),
             2 => self.b.ins().istore16(guest_mem(), v, host, 0),
