@@ -782,7 +782,14 @@ impl Lower<'_> {
         Some(match (p.op, cc) {
             (FlagOp::Dyn, _) => return self.cond_dyn(p, cc),
             (FlagOp::Sub, _) => {
-                let (a, b) = (p.a, p.b);
+                // At the operands' width: a 32-bit compare of registers whose zero extension
+                // (`mov %eax,%eax`) nothing else needs.
+                let (a, b) =
+                    if p.size == 4 && matches!(cc, C::b | C::ae | C::e | C::ne | C::be | C::a) {
+                        (sized(self, p.a), sized(self, p.b))
+                    } else {
+                        (p.a, p.b)
+                    };
                 match cc {
                     C::b => ic(self, IntCC::UnsignedLessThan, a, b),
                     C::ae => ic(self, IntCC::UnsignedGreaterThanOrEqual, a, b),
