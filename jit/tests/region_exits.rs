@@ -13,9 +13,8 @@ mod common;
 use common::{compare, region_config};
 use iced_x86::code_asm::*;
 use iced_x86::IcedError;
-use lockstep_interp::decode::BlockKey;
 use lockstep_interp::state::reg;
-use lockstep_interp::testkit::{TestMachine, CODE_BASE, DATA_BASE};
+use lockstep_interp::testkit::{TestMachine, DATA_BASE};
 use lockstep_interp::ExitReason;
 
 /// A loop of four blocks. The first writes RBX and R8 (carried: read before written) and R9
@@ -338,17 +337,7 @@ fn a_switch_jump_compares_its_most_frequent_target_first() {
         .map(|i| m.read_u64(DATA_BASE + 0x8000 + 8 * i))
         .collect();
     // The loop's region: the function whose IR compares a run-time target with the cases.
-    let irs: Vec<String> = (CODE_BASE..CODE_BASE + 0x200)
-        .filter_map(|rip| {
-            let key = BlockKey {
-                phys: rip,
-                rip,
-                bitness: 64,
-                cut: 0,
-            };
-            jit.block_info(&key)?.1.map(str::to_owned)
-        })
-        .collect();
+    let irs = common::code_irs(&jit);
     let order = irs
         .iter()
         .map(|ir| compared_targets(ir))

@@ -10,9 +10,8 @@ mod common;
 
 use common::{compare, region_config, short_slices};
 use iced_x86::code_asm::*;
-use lockstep_interp::decode::BlockKey;
 use lockstep_interp::state::reg;
-use lockstep_interp::testkit::{TestMachine, CODE_BASE, DATA_BASE};
+use lockstep_interp::testkit::{TestMachine, DATA_BASE};
 use lockstep_interp::{ExitReason, Fault};
 
 /// A loop of four blocks: `top` writes flags (an ADD that carries, then INC, which leaves
@@ -57,19 +56,16 @@ fn loop_program(stop: u32, inc: bool) -> Vec<u8> {
     })
 }
 
-/// The Cranelift IR of the functions compiled for the first 0x200 bytes of code.
-fn irs(jit: &lockstep_jit::Jit) -> Vec<String> {
-    (CODE_BASE..CODE_BASE + 0x200)
-        .filter_map(|rip| {
-            let key = BlockKey {
-                phys: rip,
-                rip,
-                bitness: 64,
-                cut: 0,
-            };
-            jit.block_info(&key)?.1.map(str::to_owned)
-        })
-        .collect()
+/// Some function compiled from the code is a region (it jumps on through a link), and no
+/// function folds flags into RFLAGS inline (computing PF by a popcount): the records went
+/// through the members that leave the flags alone.
+fn assert_records_handed_on(jit: &lockstep_jit::Jit) {
+    let irs = common::code_irs(jit);
+    assert!(irs.iter().any(|ir| ir.contains("return_call")));
+    assert!(
+        irs.iter().all(|ir| !ir.contains("popcnt")),
+        "inline flag fold"
+    );
 }
 
 fn keep_ir() -> lockstep_jit::JitConfig {
@@ -86,14 +82,8 @@ fn a_fault_in_a_member_that_keeps_the_flags_finds_them_folded() {
         assert_eq!(exit.reason, ExitReason::Exception(Fault::GP0), "{exit:?}");
         assert_eq!(m.gpr(reg::RBX), 300);
         assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
-        // The loop ran as one region whose edges hand the records through `mid` (whose
-        // RFLAGS would otherwise be computed inline on the edge into it: PF by a popcount).
-        let irs = irs(&jit);
-        assert!(irs.iter().any(|ir| ir.contains("return_call")));
-        assert!(
-            irs.iter().all(|ir| !ir.contains("popcnt")),
-            "inline flag fold"
-        );
+        // The loop ran as one region whose edges hand the records through `mid`.
+        assert_records_handed_on(&jit);
     }
 }
 
@@ -171,14 +161,8 @@ fn a_lone_ret_hands_the_leaf_compare_on_to_its_return_sites() {
     assert_eq!(m.read_u64(DATA_BASE), sum);
     assert_eq!(m.gpr(reg::R13), 3);
     assert_eq!(jit.stats.compile_errors, 0, "{:?}", jit.stats.last_error);
-    // The recursive region hands the leaf's CMP on through the `ret` (folding it inline on
-    // the edge into the `ret` computes PF by a popcount).
-    let irs = irs(&jit);
-    assert!(irs.iter().any(|ir| ir.contains("return_call")));
-    assert!(
-        irs.iter().all(|ir| !ir.contains("popcnt")),
-        "inline flag fold"
-    );
+    // The recursive region hands the leaf's CMP on through the `ret`.
+    assert_records_handed_on(&jit);
     let slices: Vec<u64> = (0..600).map(|i| 1 + (i * 7) % 19).collect();
     compare(&fib_program(), &slices, config, &|_| {});
 }

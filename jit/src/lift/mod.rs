@@ -96,7 +96,8 @@ struct Member {
     /// anything reads them, or passes them on untouched: [`lazy_members`]); otherwise the
     /// edges fold the flags into RFLAGS first.
     lazy_flags: bool,
-    /// Its first instruction overwrites every status flag and cannot leave the block: the
+    /// Its first instruction (or the first after register moves and LEAs) overwrites every
+    /// status flag and cannot leave the block ([`first_overwrites_flags`]): the
     /// flags it is entered with are dead, so the edges' records are not read (and SSA
     /// construction gives the block no parameters for them).
     flags_dead: bool,
@@ -1373,7 +1374,9 @@ impl Lower<'_> {
     /// status flag goes to the frame (`Frame::fl_code`, …) as it is — the next block of a
     /// chained jump takes it over, and the dispatcher folds it into RFLAGS when compiled code
     /// returns — with the rest of RFLAGS stored; anything else is folded and stored, and the
-    /// frame's record cleared. No helper call on this path.
+    /// frame's record cleared. No helper call on this path, except where a member that left
+    /// the flags alone still holds the edges' two records and the CF one is not empty: those
+    /// are folded through the helper (in a cold block).
     fn store_flags_for_exit(&mut self) {
         if let Some((cf, rec)) = self.edge_records() {
             // A member entered with the edges' two run-time records that left the flags

@@ -113,6 +113,22 @@ pub fn compare(
     (b, jit, last)
 }
 
+/// The Cranelift IR of the functions compiled for blocks starting in the first 0x200 bytes
+/// of code (with `JitConfig::keep_ir`).
+pub fn code_irs(jit: &Jit) -> Vec<String> {
+    (CODE_BASE..CODE_BASE + 0x200)
+        .filter_map(|rip| {
+            let key = lockstep_interp::decode::BlockKey {
+                phys: rip,
+                rip,
+                bitness: 64,
+                cut: 0,
+            };
+            jit.block_info(&key)?.1.map(str::to_owned)
+        })
+        .collect()
+}
+
 /// The iced `Code` named `name` (its `Debug` spelling, e.g. `"Paddb_xmm_xmmm128"`).
 pub fn code(name: &str) -> iced_x86::Code {
     use std::collections::BTreeMap;
