@@ -273,17 +273,10 @@ fn direct_helpers() -> HelperAddrs {
     }
 }
 
-/// The module's hop stubs (`lift::hop`, machine code).
-struct HopStubs {
-    hop: u64,
-    link: u64,
-    dyn_: u64,
-    /// What an empty link holds (`chain::LinkTable::set_fill`).
-    fill: u64,
-}
-
-/// Define and finalise the hop stubs in `module`; their addresses.
-fn make_hop(module: &mut JITModule, count: bool) -> HopStubs {
+/// Define and finalise the hop stubs (`lift::hop`, machine code) in `module`, and hand their
+/// addresses to `helpers` and to `links` (the fill stub is what an empty link holds,
+/// `chain::LinkTable::set_fill`; `links` must hold none yet).
+fn make_hop(module: &mut JITModule, count: bool, helpers: &mut HelperAddrs, links: &mut LinkTable) {
     let mut ids = Vec::new();
     for (name, code) in [
         ("hop", lift::hop::hop_code(count)),
@@ -302,12 +295,8 @@ fn make_hop(module: &mut JITModule, count: bool) -> HopStubs {
     }
     module.finalize_definitions().expect("finalise hop");
     let addr = |id| module.get_finalized_function(id) as u64;
-    HopStubs {
-        hop: addr(ids[0]),
-        link: addr(ids[1]),
-        dyn_: addr(ids[2]),
-        fill: addr(ids[3]),
-    }
+    (helpers.hop, helpers.hop_link, helpers.hop_dyn) = (addr(ids[0]), addr(ids[1]), addr(ids[2]));
+    links.set_fill(addr(ids[3]));
 }
 
 /// Define and finalise `enter` in `module`.
@@ -360,10 +349,8 @@ impl Compiler {
         } else {
             direct_helpers()
         };
-        let stubs = make_hop(&mut module, count_chains);
-        (helpers.hop, helpers.hop_link, helpers.hop_dyn) = (stubs.hop, stubs.link, stubs.dyn_);
         let mut links = LinkTable::default();
-        links.set_fill(stubs.fill);
+        make_hop(&mut module, count_chains, &mut helpers, &mut links);
         let mut helper_sigs = lift::helper_signatures(cc);
         if adapters {
             let s = &mut helper_sigs[HELPER_RAISE];
@@ -704,14 +691,13 @@ impl Compiler {
         if self.helpers.adapted {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
-        let stubs = make_hop(&mut module, self.count_chains);
-        (
-            self.helpers.hop,
-            self.helpers.hop_link,
-            self.helpers.hop_dyn,
-        ) = (stubs.hop, stubs.link, stubs.dyn_);
         self.links.clear();
-        self.links.set_fill(stubs.fill);
+        make_hop(
+            &mut module,
+            self.count_chains,
+            &mut self.helpers,
+            &mut self.links,
+        );
         self.counters.clear();
         self.module = Some(module);
         self.in_module = 0;

@@ -329,8 +329,8 @@ pub fn flags_tail(
     b: &Block,
     replayable: impl Fn(&iced_x86::Instruction) -> bool,
 ) -> Option<iced_x86::Instruction> {
-    use iced_x86::{InstructionInfoFactory, OpAccess, RflagsBits as R};
-    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
+    use iced_x86::{InstructionInfoFactory, OpAccess};
+    let status = crate::lift::flags::ICED_STATUS;
     let mut fac = InstructionInfoFactory::new();
     let mut later_writes = Vec::new();
     for d in b.insns.iter().rev() {

@@ -11,6 +11,13 @@ use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, InstructionDat
 use iced_x86::ConditionCode;
 use lockstep_interp::state::flags::{AF, CF, OF, PF, SF, STATUS, ZF};
 
+/// The six status flags as iced reports an instruction's flag use (`rflags_read`,
+/// `rflags_modified`).
+pub const ICED_STATUS: u32 = {
+    use iced_x86::RflagsBits as R;
+    R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF
+};
+
 /// For each instruction of `insns`: are the status flags it leaves dead — does a later
 /// instruction of the block overwrite all of them from its operands alone (ADD, SUB, CMP,
 /// AND, OR, XOR, TEST, NEG of registers and immediates) before anything could observe them?
@@ -19,8 +26,8 @@ use lockstep_interp::state::flags::{AF, CF, OF, PF, SF, STATUS, ZF};
 /// stack access, no branch, no DIV/IDIV): an exit or a trampoline call would store the flags
 /// as they are. One backward pass over the block.
 pub fn dead_after(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<bool> {
-    use iced_x86::{FlowControl, Mnemonic as M, OpKind, RflagsBits as R};
-    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
+    use iced_x86::{FlowControl, Mnemonic as M, OpKind};
+    let status = ICED_STATUS;
     let mut dead = vec![false; insns.len()];
     // Whether the flags left before the instruction looked at are dead.
     let mut ahead = false;

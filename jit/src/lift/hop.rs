@@ -59,7 +59,7 @@ pub fn hop_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
 pub fn hop_link_code(count: bool) -> Result<Vec<u8>, iced_x86::IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut back = a.create_label();
-    jump_if_linked(&mut a, back, count)?;
+    jump_through_link(&mut a, back, count)?;
     back_to_dispatcher(&mut a, &mut back)?;
     a.assemble(0)
 }
@@ -128,7 +128,7 @@ pub fn own_linked_jump(
         a.cmp(rcx, qword_ptr(r8 + chain::LINK_RIP))?;
         a.jne(slow)?;
     }
-    jump_if_linked(a, back, count)
+    jump_through_link(a, back, count)
 }
 
 /// The cold ends of [`own_linked_jump`]: for an indirect exit, `slow` makes `hop_dyn`'s
@@ -151,7 +151,7 @@ pub fn own_linked_jump_ends(
 /// The jump through the link at R8: the budget check against the link's length (to `back` if
 /// the block does not fit), the hop counted, the jump to the function (in RAX). An empty link
 /// holds the fill stub and length 0 (`chain::LinkTable::fill`).
-fn jump_if_linked(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(), IcedError> {
+fn jump_through_link(a: &mut CodeAssembler, back: CodeLabel, count: bool) -> Result<(), IcedError> {
     a.mov(rax, qword_ptr(r8 + chain::LINK_FUNC))?;
     a.add(r9, qword_ptr(r8 + chain::LINK_LEN))?;
     a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;

@@ -185,6 +185,14 @@ impl Lower<'_> {
         }
     }
 
+    /// The argument of the `opcode` instruction (a unary one) that defines `v`, if one does.
+    fn unary_of(&self, v: Value, opcode: Opcode) -> Option<Value> {
+        match self.defining(v)? {
+            InstructionData::Unary { opcode: o, arg } if o == opcode => Some(arg),
+            _ => None,
+        }
+    }
+
     /// The constant `v` is, when an `iconst` defines it.
     fn const_of(&self, v: Value) -> Option<i64> {
         match self.defining(v)? {
@@ -219,27 +227,12 @@ impl Lower<'_> {
     /// operand read across an edge), so that the store takes them from `x` without the
     /// extension (`mov %eax,%eax` before a 4-byte store).
     fn low_bytes_source(&self, v: Value, size: u8) -> Value {
-        if size >= 8 {
-            return v;
-        }
-        let dfg = &self.b.func.dfg;
-        let Some(InstructionData::Unary {
-            opcode: Opcode::Uextend,
-            arg: t,
-        }) = self.defining(v)
-        else {
-            return v;
-        };
-        if dfg.value_type(t).bytes() < size as u32 {
-            return v;
-        }
-        match self.defining(t) {
-            Some(InstructionData::Unary {
-                opcode: Opcode::Ireduce,
-                arg: x,
-            }) if dfg.value_type(x) == types::I64 => x,
-            _ => v,
-        }
+        let ty = |x: Value| self.b.func.dfg.value_type(x);
+        self.unary_of(v, Opcode::Uextend)
+            .filter(|&t| ty(t).bytes() >= u32::from(size))
+            .and_then(|t| self.unary_of(t, Opcode::Ireduce))
+            .filter(|&x| ty(x) == types::I64)
+            .unwrap_or(v)
     }
 
     /// Low `size` bytes of `v`, sign-extended.

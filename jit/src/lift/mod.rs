@@ -390,8 +390,7 @@ fn register_use(block: &Block) -> (u32, u32) {
 /// instruction that reads flags, the trampoline, or the block's end? Then its edges may hand
 /// the flags over lazily.
 fn overwrites_flags_first(insns: &[DecodedInsn]) -> bool {
-    use iced_x86::RflagsBits as R;
-    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
+    let status = flags::ICED_STATUS;
     for d in insns {
         if !insn::is_native(d) || d.ins.rflags_read() & status != 0 {
             return false;
@@ -412,10 +411,9 @@ fn overwrites_flags_first(insns: &[DecodedInsn]) -> bool {
 /// or writing a status flag (`pop rbx; ret`, `jmp`)? Its exits see the flags it was entered
 /// with.
 fn flags_transparent(insns: &[DecodedInsn]) -> bool {
-    use iced_x86::RflagsBits as R;
-    let status = R::OF | R::SF | R::ZF | R::AF | R::CF | R::PF;
     insns.iter().all(|d| {
-        insn::is_native(d) && (d.ins.rflags_read() | d.ins.rflags_modified()) & status == 0
+        insn::is_native(d)
+            && (d.ins.rflags_read() | d.ins.rflags_modified()) & flags::ICED_STATUS == 0
     })
 }
 
@@ -662,12 +660,16 @@ pub fn lower_region(
         let lazy = lazy_members(blocks, &succ);
         (regs_used, keep, entry_dirty, tails, replays, lazy)
     } else {
+        // (A single block has no edges to take flag records from.)
         let none = vec![None; blocks.len()];
-        let lazy = blocks
-            .iter()
-            .map(|b| overwrites_flags_first(&b.insns))
-            .collect();
-        (0, 0, vec![0; blocks.len()], none.clone(), none, lazy)
+        (
+            0,
+            0,
+            vec![0; blocks.len()],
+            none.clone(),
+            none,
+            vec![false; blocks.len()],
+        )
     };
     let ret_sites = crate::region::return_sites(blocks.iter().copied());
     let call_targets = if region {
@@ -1392,10 +1394,7 @@ impl Lower<'_> {
             self.b.seal_block(hand);
             self.b.seal_block(fold);
             self.b.switch_to_block(hand);
-            if self.dirty & (1 << RFLAGS) != 0 {
-                let f = self.b.use_var(self.vars[RFLAGS]);
-                self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
-            }
+            self.store_rflags_var();
             for (v, off) in rec.iter().zip(FLAG_RECORD) {
                 self.b.ins().store(host_mem(), *v, self.frame, off);
             }
@@ -1411,10 +1410,7 @@ impl Lower<'_> {
         }
         match self.handover_record() {
             Some(rec) => {
-                if self.dirty & (1 << RFLAGS) != 0 {
-                    let f = self.b.use_var(self.vars[RFLAGS]);
-                    self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
-                }
+                self.store_rflags_var();
                 if self.incoming == Some(rec) {
                     // The frame still holds it: nothing of this function replaced it.
                     return;
@@ -1427,6 +1423,15 @@ impl Lower<'_> {
                 }
             }
             None => self.fold_and_store_flags(),
+        }
+    }
+
+    /// Store the RFLAGS variable when it differs from memory (the bits a handed-over record
+    /// does not define).
+    fn store_rflags_var(&mut self) {
+        if self.dirty & (1 << RFLAGS) != 0 {
+            let f = self.b.use_var(self.vars[RFLAGS]);
+            self.b.ins().store(host_mem(), f, self.state, OFF_RFLAGS);
         }
     }
 
