@@ -249,7 +249,11 @@ fn incoming_flag_records_are_folded_dropped_or_handed_on() {
 /// walking up off the end of RAM, and loads walking down from a user page into the
 /// supervisor-only first 2 MiB, fault exactly where the interpreter faults; so do loads that
 /// reuse a store's hit (a write hit serves reads). The loop runs the block on safe addresses
-/// first (so it is compiled), then on the crossing ones. Checked: without the same-page test
+/// first (so it is compiled), then on the crossing ones. The block's first probe checks the
+/// span of all of them up front (a second pass of the tier's emitter): from the first
+/// access's page (POPs upward) and from below it (loads downward). Checked: without the
+/// same-page test, with the probe's entry taken from its access's page rather than the span's
+/// first byte's, or with its tag compared with the first byte's page rather than the last's,
 /// the JIT reads past the boundary and the test fails.
 #[test]
 fn reused_tlb_hits_stop_at_page_boundaries() {

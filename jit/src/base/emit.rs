@@ -27,11 +27,13 @@ pub const CF: u32 = flags::CF as u32;
 /// A piece of cold code, assembled after the main path.
 type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
 
-/// The last memory access whose linear address and page's host delta R8 and R9 still hold: R8 is guest
-/// register `g`'s current value plus `off`; its page's hit came from the write table (and
-/// so serves reads as well) or the read one. The bytes from `g + lo` to `g + hi` (the span
-/// of the accesses at `g` since that probe, all checked to lie in its page) are in the same
-/// page: an access inside them needs no check.
+/// The last memory access whose linear address and page's host delta R8 and R9 still hold:
+/// R8 is guest register `g`'s current value plus `off`; its page's hit came from the write
+/// table (and so serves reads as well) or the read one. The bytes from `g + lo` to `g + hi`
+/// are the span of the accesses at `g` since that probe (which decides whether the next one
+/// may take its hit, in both passes of [`Emit::spans`]); the bytes from `g + ok_lo` to
+/// `g + ok_hi` are known to lie in its page (the span checked so far, or the whole span the
+/// probe checked up front): an access inside them needs no check.
 #[derive(Clone, Copy, Debug)]
 struct Last {
     g: usize,
@@ -39,7 +41,17 @@ struct Last {
     write: bool,
     lo: i64,
     hi: i64,
+    ok_lo: i64,
+    ok_hi: i64,
+    /// The probe's index in the function ([`Emit::spans`]), and how far `g` has moved since
+    /// (its value then is its value now plus `moved`).
+    id: usize,
+    moved: i64,
 }
+
+/// The widest span one probe checks up front ([`Emit::spans`]): well inside a page, so that a
+/// span whose first and last byte hit the same TLB entry lies in one page.
+const MAX_SPAN: i64 = 2048;
 
 /// Largest distance from the last access that an access takes without a TLB probe (as
 /// `lift::group::PROBE_DELTA`: one in another page leaves for the interpreter, so a far one
@@ -112,6 +124,15 @@ pub struct Emit {
     pub host: HostFlags,
     /// The last access, while R8 and R9 still hold its linear address and host delta.
     last: Option<Last>,
+    /// The function is emitted twice when an access takes an earlier probe's hit after a
+    /// check that it is in the same page (`base::compile`): the first pass records, per probe
+    /// of [`Emit::access_at`] in order, the span of all the accesses its hit serves (relative
+    /// to the register's value at the probe; `spans`, and `widened` when any reached past the
+    /// probe's own access); the second (`known`, the first's spans) checks each span whole in
+    /// the probe, and the accesses inside it go without checks.
+    pub spans: Vec<(i64, i64)>,
+    pub widened: bool,
+    pub known: Vec<(i64, i64)>,
     /// The frame may still hold an incoming flag record that the next full flag write must
     /// drop (`Frame::fl_code` set to 0).
     pub record_live: bool,
@@ -158,6 +179,9 @@ impl Emit {
             host: HostFlags::Stale,
             record_live: false,
             last: None,
+            spans: Vec::new(),
+            widened: false,
+            known: Vec::new(),
             sse_ok: false,
             avx_ok: false,
             mx: false,
@@ -431,6 +455,9 @@ impl Emit {
                 l.off = l.off.wrapping_sub(delta);
                 l.lo = l.lo.wrapping_sub(delta);
                 l.hi = l.hi.wrapping_sub(delta);
+                l.ok_lo = l.ok_lo.wrapping_sub(delta);
+                l.ok_hi = l.ok_hi.wrapping_sub(delta);
+                l.moved = l.moved.wrapping_add(delta);
             }
         }
     }
@@ -459,10 +486,12 @@ impl Emit {
         if let Some(l) = self.last.filter(|l| l.g == g && (l.write || !write)) {
             let delta = disp.wrapping_sub(l.off);
             let end = disp.wrapping_add(size as i64);
-            if delta.abs() < REUSE_DELTA {
+            let (lo, hi) = (l.lo.min(disp), l.hi.max(end));
+            if delta.abs() < REUSE_DELTA && hi - lo <= MAX_SPAN {
                 // Inside the span already checked: in the page, no check (a pop of what a
-                // push stored, a load of a slot stored to earlier).
-                if !(l.lo <= disp && end <= l.hi) {
+                // push stored, a load of a slot stored to earlier, any access of a span the
+                // probe checked whole).
+                if !(l.ok_lo <= disp && end <= l.ok_hi) {
                     let last = 4096 - size as i64;
                     // The last access's page offset plus `delta` must stay in [0, last].
                     self.a.mov(ecx, r8d)?;
@@ -475,18 +504,23 @@ impl Emit {
                     }
                     let defer = self.defer_label()?;
                     self.a.ja(defer)?;
+                    self.widened = true;
                 }
                 if delta != 0 {
                     // (R9, the page's host delta, serves the whole page.)
                     self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
                 }
+                if let Some(s) = self.spans.get_mut(l.id) {
+                    *s = (lo.wrapping_add(l.moved), hi.wrapping_add(l.moved));
+                }
                 // Both spans are in the page, and so is everything between them.
                 self.last = Some(Last {
-                    g,
                     off: disp,
-                    write: l.write,
-                    lo: l.lo.min(disp),
-                    hi: l.hi.max(end),
+                    lo,
+                    hi,
+                    ok_lo: l.ok_lo.min(disp),
+                    ok_hi: l.ok_hi.max(end),
+                    ..l
                 });
                 return Ok(());
             }
@@ -495,13 +529,25 @@ impl Emit {
         if disp != 0 {
             self.a.lea(r8, qword_ptr(r8 + disp as i32))?;
         }
-        self.probe(write, size)?;
+        let id = self.spans.len();
+        let end = disp.wrapping_add(size as i64);
+        self.spans.push((disp, end));
+        // The whole span the first pass found (see `spans`), or the access's own bytes.
+        let (ok_lo, ok_hi) = match self.known.get(id) {
+            Some(&(lo, hi)) if lo <= disp && end <= hi && hi - lo <= MAX_SPAN => (lo, hi),
+            _ => (disp, end),
+        };
+        self.probe_span(write, ok_lo - disp, ok_hi - disp)?;
         self.last = Some(Last {
             g,
             off: disp,
             write,
             lo: disp,
-            hi: disp.wrapping_add(size as i64),
+            hi: end,
+            ok_lo,
+            ok_hi,
+            id,
+            moved: 0,
         });
         Ok(())
     }
@@ -564,6 +610,16 @@ impl Emit {
     /// address is `[R9 + R8]`), or (a miss, a page crossing) the deferring
     /// exit. Clobbers RCX, R11 and the flags; keeps R8 (and R10, captured flags).
     pub fn probe(&mut self, write: bool, size: u32) -> Result<(), IcedError> {
+        self.probe_span(write, 0, size as i64)
+    }
+
+    /// [`Emit::probe`] of the bytes from `R8 + a` to `R8 + b` (`a <= 0 < b`, at most
+    /// [`MAX_SPAN`] of them): all in the page whose host delta goes into R9, or the deferring
+    /// exit. The entry is the one of the first byte's page, its tag compared with the last
+    /// byte's page: the two pages are at most one apart and a page's entry is the one its low
+    /// bits pick, so a hit means one page.
+    fn probe_span(&mut self, write: bool, a: i64, b: i64) -> Result<(), IcedError> {
+        debug_assert!(a <= 0 && 0 < b && b - a <= MAX_SPAN);
         self.host = HostFlags::Stale;
         let table = if write {
             Frame::OFF_TLB_WRITE
@@ -571,18 +627,25 @@ impl Emit {
             Frame::OFF_TLB_READ
         };
         let shift = 12 - TLB_ENTRY_BYTES.trailing_zeros();
-        // (The entry's offset needs the address's bits 12–24 only: 32-bit arithmetic. With
-        // BMI2 one RORX moves them down; the bits it rotates in at the top are masked off.)
-        if host_bmi2() {
-            self.a.rorx(ecx, r8d, shift)?;
+        // (The entry's offset needs the first byte's bits 12–24 only: 32-bit arithmetic.
+        // With BMI2 one RORX moves them down; the bits it rotates in at the top are masked
+        // off.)
+        let first32 = if a == 0 {
+            r8d
         } else {
-            self.a.mov(ecx, r8d)?;
+            self.a.lea(r11, qword_ptr(r8 + a as i32))?;
+            r11d
+        };
+        if host_bmi2() {
+            self.a.rorx(ecx, first32, shift)?;
+        } else {
+            self.a.mov(ecx, first32)?;
             self.a.shr(ecx, shift)?;
         }
         self.a
             .and(ecx, ((TLB_ENTRIES as u64 - 1) * TLB_ENTRY_BYTES) as u32)?;
         self.a.add(rcx, qword_ptr(rsi + table))?;
-        self.a.lea(r11, qword_ptr(r8 + (size as i32 - 1)))?;
+        self.a.lea(r11, qword_ptr(r8 + (b as i32 - 1)))?;
         self.a.shr(r11, 12)?;
         self.a.cmp(qword_ptr(rcx), r11)?;
         let defer = self.defer_label()?;

@@ -158,10 +158,33 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
             guards[p] = Some(chain::page_expect(b, t.ram_base).ok_or("a block in no page")?);
         }
     }
+    // The first pass checks each access that takes an earlier probe's hit; when one did,
+    // its code is dropped unassembled and the second checks the spans it found whole in the
+    // probes (`Emit::spans`).
+    let (mut e, len) = emit_function(block, &parts, &guards, t, Vec::new())?;
+    if e.widened {
+        let spans = core::mem::take(&mut e.spans);
+        (e, _) = emit_function(block, &parts, &guards, t, spans)?;
+    }
+    let links = core::mem::take(&mut e.new_links);
+    let bytes = e.finish().map_err(|e| e.to_string())?;
+    Ok(BaseCode { bytes, links, len })
+}
+
+/// The trace `parts` (see [`compile`]) emitted, not yet assembled, with the probes' spans
+/// `known` from a first pass (`Emit::spans`); and its length in instructions.
+fn emit_function(
+    block: &Block,
+    parts: &[&Block],
+    guards: &[Option<chain::PageExpect>],
+    t: &BaseTarget,
+    known: Vec<(i64, i64)>,
+) -> Result<(Emit, u64), String> {
     let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
-    entry(&mut e, block, &parts).map_err(|e| e.to_string())?;
+    e.known = known;
+    entry(&mut e, block, parts).map_err(|e| e.to_string())?;
     let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
-    loop_top(&mut e, &parts, len).map_err(|e| e.to_string())?;
+    loop_top(&mut e, parts, len).map_err(|e| e.to_string())?;
     let mut before = 0u64;
     for (p, part) in parts.iter().enumerate() {
         let next = parts.get(p + 1).map(|b| b.key().rip);
@@ -196,9 +219,7 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         }
         before += n as u64;
     }
-    let links = core::mem::take(&mut e.new_links);
-    let bytes = e.finish().map_err(|e| e.to_string())?;
-    Ok(BaseCode { bytes, links, len })
+    Ok((e, len))
 }
 
 /// The entry: the skip test, the entry check, and the incoming flag record's fold when the
