@@ -89,6 +89,9 @@ pub struct Frame {
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
     /// `Verify` lowers it so that one dispatch stays short).
     pub region_end: u64,
+    /// Host deltas of TLB hits a baseline function keeps for later accesses (`base::emit`,
+    /// `Emit::kept`): written and read only within one run of one function.
+    pub hits: [u64; Frame::HIT_SLOTS],
     /// Why the block stopped the engine (with [`ret::STOP`] without [`ret::DEFER`]).
     pub exit: Option<ExitReason>,
 }
@@ -107,6 +110,13 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
+    /// Slots of [`Frame::hits`].
+    pub const HIT_SLOTS: usize = 4;
+
+    /// The byte offset of hit slot `slot` (below [`Frame::HIT_SLOTS`]).
+    pub const fn hit_off(slot: usize) -> i32 {
+        (offset_of!(Frame, hits) + 8 * slot) as i32
+    }
     /// How far past the count `region_end` may lie: far beyond any dispatch, and small
     /// enough that a region's count relative to it (`lift::Lower::biased`) never wraps a signed
     /// compare while the count grows within one dispatch.
@@ -136,6 +146,7 @@ impl Frame {
             chain_end: 0,
             chains: 0,
             region_end: 0,
+            hits: [0; Frame::HIT_SLOTS],
             exit: None,
         };
         f.refresh(ctx);

@@ -47,6 +47,22 @@ struct Last {
     /// (its value then is its value now plus `moved`).
     id: usize,
     moved: i64,
+    /// The frame slot (`Frame::hits`) its host delta goes to when another access takes R8
+    /// and R9 ([`Emit::kept`]), and whether it is there.
+    slot: usize,
+    stored: bool,
+}
+
+impl Last {
+    /// Does this hit serve an access of `size` bytes at its register plus `disp`: through a
+    /// table that covers it, near enough, the span still small?
+    fn serves(&self, g: usize, disp: i64, write: bool, size: u32) -> bool {
+        let end = disp.wrapping_add(size as i64);
+        self.g == g
+            && (self.write || !write)
+            && disp.wrapping_sub(self.off).abs() < REUSE_DELTA
+            && self.hi.max(end) - self.lo.min(disp) <= MAX_SPAN
+    }
 }
 
 /// The widest span one probe checks up front ([`Emit::spans`]): well inside a page, so that a
@@ -133,6 +149,15 @@ pub struct Emit {
     pub spans: Vec<(i64, i64)>,
     pub widened: bool,
     pub known: Vec<(i64, i64)>,
+    /// Earlier hits that R8 and R9 no longer hold but that still serve their register
+    /// (`Frame::HIT_SLOTS` at most, one per frame slot): an access one of them serves loads
+    /// its host delta from the frame instead of probing. The first pass records which
+    /// probes' hits were taken back so (`reused`, which forces the second pass); the second
+    /// (`known_reused`, the first's) stores the host delta of those, and only those, when
+    /// another access takes R8 and R9 from them.
+    kept: Vec<Last>,
+    pub reused: Vec<bool>,
+    pub known_reused: Vec<bool>,
     /// The frame may still hold an incoming flag record that the next full flag write must
     /// drop (`Frame::fl_code` set to 0).
     pub record_live: bool,
@@ -182,6 +207,9 @@ impl Emit {
             spans: Vec::new(),
             widened: false,
             known: Vec::new(),
+            kept: Vec::new(),
+            reused: Vec::new(),
+            known_reused: Vec::new(),
             sse_ok: false,
             avx_ok: false,
             mx: false,
@@ -446,11 +474,12 @@ impl Emit {
         if self.last.is_some_and(|l| l.g == g) {
             self.last = None;
         }
+        self.kept.retain(|l| l.g != g);
     }
 
     /// Guest register `g` moved by `delta` (PUSH, POP, `add/sub rsp, imm`).
     pub fn reg_moved(&mut self, g: usize, delta: i64) {
-        if let Some(l) = &mut self.last {
+        for l in self.last.iter_mut().chain(self.kept.iter_mut()) {
             if l.g == g {
                 l.off = l.off.wrapping_sub(delta);
                 l.lo = l.lo.wrapping_sub(delta);
@@ -460,6 +489,21 @@ impl Emit {
                 l.moved = l.moved.wrapping_add(delta);
             }
         }
+    }
+
+    /// Before R8 and R9 take another access: the hit they hold is kept ([`Emit::kept`]), its
+    /// host delta stored in its frame slot when the first pass found a later access that
+    /// takes it back.
+    fn displace(&mut self) -> Result<(), IcedError> {
+        let Some(mut l) = self.last.take() else {
+            return Ok(());
+        };
+        if !l.stored && self.known_reused.get(l.id).copied().unwrap_or(false) {
+            self.a.mov(qword_ptr(rsi + Frame::hit_off(l.slot)), r9)?;
+            l.stored = true;
+        }
+        self.kept.push(l);
+        Ok(())
     }
 
     // ----- memory -----
@@ -483,48 +527,34 @@ impl Emit {
         // A write hit serves a read too: the write table holds only pages the current
         // privilege may write, and x86 has no page that can be written but not read (no
         // read side effects either: MMIO pages are never cached).
-        if let Some(l) = self.last.filter(|l| l.g == g && (l.write || !write)) {
-            let delta = disp.wrapping_sub(l.off);
-            let end = disp.wrapping_add(size as i64);
-            let (lo, hi) = (l.lo.min(disp), l.hi.max(end));
-            if delta.abs() < REUSE_DELTA && hi - lo <= MAX_SPAN {
-                // Inside the span already checked: in the page, no check (a pop of what a
-                // push stored, a load of a slot stored to earlier, any access of a span the
-                // probe checked whole).
-                if !(l.ok_lo <= disp && end <= l.ok_hi) {
-                    let last = 4096 - size as i64;
-                    // The last access's page offset plus `delta` must stay in [0, last].
-                    self.a.mov(ecx, r8d)?;
-                    self.a.and(ecx, 0xfff)?;
-                    if delta >= 0 {
-                        self.a.cmp(ecx, (last - delta) as i32)?;
-                    } else {
-                        self.a.add(rcx, delta as i32)?;
-                        self.a.cmp(rcx, last as i32)?;
-                    }
-                    let defer = self.defer_label()?;
-                    self.a.ja(defer)?;
-                    self.widened = true;
-                }
-                if delta != 0 {
-                    // (R9, the page's host delta, serves the whole page.)
-                    self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
-                }
-                if let Some(s) = self.spans.get_mut(l.id) {
-                    *s = (lo.wrapping_add(l.moved), hi.wrapping_add(l.moved));
-                }
-                // Both spans are in the page, and so is everything between them.
-                self.last = Some(Last {
-                    off: disp,
-                    lo,
-                    hi,
-                    ok_lo: l.ok_lo.min(disp),
-                    ok_hi: l.ok_hi.max(end),
-                    ..l
-                });
-                return Ok(());
-            }
+        if let Some(l) = self.last.filter(|l| l.serves(g, disp, write, size)) {
+            return self.reuse(l, disp, size);
         }
+        if let Some(i) = self
+            .kept
+            .iter()
+            .position(|l| l.serves(g, disp, write, size))
+        {
+            // A kept hit: R8 its last access's address, R9 its host delta from the frame.
+            let l = self.kept.remove(i);
+            debug_assert!(
+                l.stored || self.known_reused.is_empty(),
+                "a kept hit not stored"
+            );
+            self.displace()?;
+            self.load_reg(r8, g)?;
+            if l.off != 0 {
+                self.a.lea(r8, qword_ptr(r8 + l.off as i32))?;
+            }
+            self.a.mov(r9, qword_ptr(rsi + Frame::hit_off(l.slot)))?;
+            if let Some(r) = self.reused.get_mut(l.id) {
+                *r = true;
+            }
+            // (The first pass stored no host delta: its code is not kept.)
+            self.widened = true;
+            return self.reuse(l, disp, size);
+        }
+        self.displace()?;
         self.load_reg(r8, g)?;
         if disp != 0 {
             self.a.lea(r8, qword_ptr(r8 + disp as i32))?;
@@ -532,12 +562,16 @@ impl Emit {
         let id = self.spans.len();
         let end = disp.wrapping_add(size as i64);
         self.spans.push((disp, end));
+        self.reused.push(false);
         // The whole span the first pass found (see `spans`), or the access's own bytes.
         let (ok_lo, ok_hi) = match self.known.get(id) {
             Some(&(lo, hi)) if lo <= disp && end <= hi && hi - lo <= MAX_SPAN => (lo, hi),
             _ => (disp, end),
         };
         self.probe_span(write, ok_lo - disp, ok_hi - disp)?;
+        let slot = id % Frame::HIT_SLOTS;
+        // (The slot is this hit's now.)
+        self.kept.retain(|l| l.slot != slot);
         self.last = Some(Last {
             g,
             off: disp,
@@ -548,6 +582,50 @@ impl Emit {
             ok_hi,
             id,
             moved: 0,
+            slot,
+            stored: false,
+        });
+        Ok(())
+    }
+
+    /// An access of `size` bytes at `l`'s register plus `disp` through `l`'s hit, which R8
+    /// and R9 hold ([`Last::serves`]): no check inside the span known to be in the page (a
+    /// pop of what a push stored, a load of a slot stored to earlier, any access of a span
+    /// the probe checked whole), else the page-offset test.
+    fn reuse(&mut self, l: Last, disp: i64, size: u32) -> Result<(), IcedError> {
+        let delta = disp.wrapping_sub(l.off);
+        let end = disp.wrapping_add(size as i64);
+        let (lo, hi) = (l.lo.min(disp), l.hi.max(end));
+        if !(l.ok_lo <= disp && end <= l.ok_hi) {
+            let last = 4096 - size as i64;
+            // The last access's page offset plus `delta` must stay in [0, last].
+            self.a.mov(ecx, r8d)?;
+            self.a.and(ecx, 0xfff)?;
+            if delta >= 0 {
+                self.a.cmp(ecx, (last - delta) as i32)?;
+            } else {
+                self.a.add(rcx, delta as i32)?;
+                self.a.cmp(rcx, last as i32)?;
+            }
+            let defer = self.defer_label()?;
+            self.a.ja(defer)?;
+            self.widened = true;
+        }
+        if delta != 0 {
+            // (R9, the page's host delta, serves the whole page.)
+            self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
+        }
+        if let Some(s) = self.spans.get_mut(l.id) {
+            *s = (lo.wrapping_add(l.moved), hi.wrapping_add(l.moved));
+        }
+        // Both spans are in the page, and so is everything between them.
+        self.last = Some(Last {
+            off: disp,
+            lo,
+            hi,
+            ok_lo: l.ok_lo.min(disp),
+            ok_hi: l.ok_hi.max(end),
+            ..l
         });
         Ok(())
     }
@@ -556,7 +634,7 @@ impl Emit {
     /// segment prefix adds its base). Clobbers R11 and the flags (captured flags stay in
     /// R10).
     pub fn addr(&mut self, ins: &iced_x86::Instruction) -> Result<(), IcedError> {
-        self.last = None;
+        self.displace()?;
         self.addr_into(ins, r8)
     }
 
@@ -723,6 +801,7 @@ impl Emit {
         // R8/R9's last access is forgotten, and what the host flags hold: one probe per
         // block, and flags reasoned about per block, keep the reasoning local.
         self.last = None;
+        self.kept.clear();
         self.len = upto;
         self.host = HostFlags::Stale;
     }

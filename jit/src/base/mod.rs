@@ -161,10 +161,11 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
     // The first pass checks each access that takes an earlier probe's hit; when one did,
     // its code is dropped unassembled and the second checks the spans it found whole in the
     // probes (`Emit::spans`).
-    let (mut e, len) = emit_function(block, &parts, &guards, t, Vec::new())?;
+    let (mut e, len) = emit_function(block, &parts, &guards, t, Vec::new(), Vec::new())?;
     if e.widened {
         let spans = core::mem::take(&mut e.spans);
-        (e, _) = emit_function(block, &parts, &guards, t, spans)?;
+        let reused = core::mem::take(&mut e.reused);
+        (e, _) = emit_function(block, &parts, &guards, t, spans, reused)?;
     }
     let links = core::mem::take(&mut e.new_links);
     let bytes = e.finish().map_err(|e| e.to_string())?;
@@ -179,9 +180,11 @@ fn emit_function(
     guards: &[Option<chain::PageExpect>],
     t: &BaseTarget,
     known: Vec<(i64, i64)>,
+    known_reused: Vec<bool>,
 ) -> Result<(Emit, u64), String> {
     let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
     e.known = known;
+    e.known_reused = known_reused;
     entry(&mut e, block, parts).map_err(|e| e.to_string())?;
     let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
     loop_top(&mut e, parts, len).map_err(|e| e.to_string())?;
