@@ -40,7 +40,7 @@ impl Piece {
 /// The code of `a`'s instructions at address 0 (what `a.assemble(0)` makes, except that
 /// branch sizes may differ).
 pub fn assemble(a: &mut CodeAssembler) -> Result<Vec<u8>, IcedError> {
-    match fast(&forward_reloads(a.instructions()))? {
+    match fast(&drop_dead_stores(forward_reloads(a.instructions())))? {
         Some(code) => Ok(code),
         None => a.assemble(0),
     }
@@ -67,6 +67,71 @@ fn forward_reloads(instrs: &[Instruction]) -> Vec<Instruction> {
         out.push(*ins);
     }
     out
+}
+
+/// `instrs` without the stores of a guest register (`mov [rdi + disp], r64` or an immediate)
+/// that a later store to the same qword replaces before anything can read it: no label, no
+/// branch, call or return, no access through RDI that may overlap it, no write to RDI in
+/// between (a deferring exit's `jne`, for one, keeps the store). `mov eax, edx; and eax,
+/// 0xfff` stores RAX twice.
+fn drop_dead_stores(instrs: Vec<Instruction>) -> Vec<Instruction> {
+    use iced_x86::{FlowControl, Register};
+    let mut dead = vec![false; instrs.len()];
+    // Stores not yet read or replaced: (displacement, index in `instrs`).
+    let mut pending: Vec<(u64, usize)> = Vec::new();
+    for (k, ins) in instrs.iter().enumerate() {
+        if ins.ip() != 0 {
+            pending.clear();
+            continue;
+        }
+        let store = matches!(ins.code(), Code::Mov_rm64_r64 | Code::Mov_rm64_imm32)
+            && ins.memory_base() == Register::RDI
+            && ins.memory_index() == Register::None
+            && ins.segment_prefix() == Register::None;
+        if store {
+            let d = ins.memory_displacement64();
+            if let Some(i) = pending.iter().position(|&(pd, _)| pd == d) {
+                dead[pending.swap_remove(i).1] = true;
+            }
+            pending.push((d, k));
+            continue;
+        }
+        if pending.is_empty() {
+            continue;
+        }
+        // (RDI in a register operand, written or not, and string instructions, whose implicit
+        // operands are RDI: the tier's code keeps RDI for the whole function.)
+        let rdi = |r: Register| r.full_register() == Register::RDI;
+        if ins.flow_control() != FlowControl::Next
+            || rdi(ins.op0_register())
+            || rdi(ins.op1_register())
+            || rdi(ins.op2_register())
+            || ins.is_string_instruction()
+        {
+            pending.clear();
+            continue;
+        }
+        let (base, index) = (ins.memory_base(), ins.memory_index());
+        if base != Register::RDI && index != Register::RDI {
+            continue;
+        }
+        let size = ins.memory_size().size() as u64;
+        if index != Register::None || base != Register::RDI || size == 0 {
+            pending.clear();
+            continue;
+        }
+        let lo = ins.memory_displacement64();
+        let hi = lo.wrapping_add(size);
+        pending.retain(|&(d, _)| d.wrapping_add(8) <= lo || hi <= d);
+    }
+    if !dead.contains(&true) {
+        return instrs;
+    }
+    instrs
+        .into_iter()
+        .zip(dead)
+        .filter_map(|(ins, d)| (!d).then_some(ins))
+        .collect()
 }
 
 /// Whether `store` is `mov [base + disp], r64` and `load` reads the same qword (`mov r64,
@@ -308,6 +373,74 @@ mod tests {
         a.set_label(&mut l).unwrap();
         a.ret().unwrap();
         assert!(fast(a.instructions()).unwrap().is_none());
+    }
+
+    /// A guest register's store that a later store to the same qword replaces is dropped
+    /// when nothing between can read it; one followed by a branch (a deferring exit), a
+    /// label, an overlapping read through RDI, an indexed access through RDI, a write to RDI
+    /// or a string instruction stays. Checked to fail with any of those ignored.
+    #[test]
+    fn stores_replaced_before_any_read_are_dropped() {
+        let listing = |a: &CodeAssembler| -> Vec<String> {
+            super::drop_dead_stores(a.instructions().to_vec())
+                .iter()
+                .map(|i| format!("{i}"))
+                .collect()
+        };
+        let mut a = CodeAssembler::new(64).unwrap();
+        let mut l = a.create_label();
+        let mut m = a.create_label();
+        // Dropped: nothing reads [rdi] between (other slots, guest memory, the frame).
+        a.mov(qword_ptr(rdi), rax).unwrap();
+        a.and(eax, 0xfff).unwrap();
+        a.mov(rdx, qword_ptr(rdi + 8)).unwrap();
+        a.mov(qword_ptr(r9 + r8), rdx).unwrap();
+        a.mov(qword_ptr(rdi), rax).unwrap();
+        // Kept: a branch, then a label, between.
+        a.mov(qword_ptr(rdi + 0x10), rax).unwrap();
+        a.jne(l).unwrap();
+        a.mov(qword_ptr(rdi + 0x10), rax).unwrap();
+        a.set_label(&mut l).unwrap();
+        a.mov(qword_ptr(rdi + 0x10), rdx).unwrap();
+        // Kept: an overlapping narrower read, an indexed read, a write to RDI, a push.
+        a.mov(qword_ptr(rdi + 0x18), rax).unwrap();
+        a.movzx(ecx, byte_ptr(rdi + 0x1c)).unwrap();
+        a.mov(qword_ptr(rdi + 0x18), rax).unwrap();
+        a.mov(rcx, qword_ptr(rdi + rcx * 8)).unwrap();
+        a.mov(qword_ptr(rdi + 0x18), rax).unwrap();
+        a.mov(rdi, rsi).unwrap();
+        a.mov(qword_ptr(rdi + 0x18), rax).unwrap();
+        a.stosq().unwrap();
+        a.mov(qword_ptr(rdi + 0x18), rax).unwrap();
+        // Dropped: a read of the neighbouring slot does not overlap.
+        a.mov(edx, dword_ptr(rdi + 0x20)).unwrap();
+        a.mov(qword_ptr(rdi + 0x18), 0).unwrap();
+        a.set_label(&mut m).unwrap();
+        a.ret().unwrap();
+        assert_eq!(
+            listing(&a),
+            [
+                "and eax,0FFFh",
+                "mov rdx,[rdi+8]",
+                "mov [r9+r8],rdx",
+                "mov [rdi],rax",
+                "mov [rdi+10h],rax",
+                "jne short 1",
+                "mov [rdi+10h],rax",
+                "mov [rdi+10h],rdx",
+                "mov [rdi+18h],rax",
+                "movzx ecx,byte ptr [rdi+1Ch]",
+                "mov [rdi+18h],rax",
+                "mov rcx,[rdi+rcx*8]",
+                "mov [rdi+18h],rax",
+                "mov rdi,rsi",
+                "mov [rdi+18h],rax",
+                "stosq [rdi]",
+                "mov edx,[rdi+20h]",
+                "mov qword ptr [rdi+18h],0",
+                "ret",
+            ]
+        );
     }
 
     /// A reload of the qword just stored becomes a register move (or nothing, into the same
