@@ -930,9 +930,10 @@ impl Emit {
 
     /// `cpu.retired += len`, the new count in R9 (the hop stubs' `retired`).
     fn count(&mut self) -> Result<(), IcedError> {
+        // (An add to memory and a load: one instruction fewer than load, add, store.)
+        self.a
+            .add(qword_ptr(rdi + Frame::STATE_TO_RETIRED), self.len as i32)?;
         self.a.mov(r9, qword_ptr(rdi + Frame::STATE_TO_RETIRED))?;
-        self.a.add(r9, self.len as i32)?;
-        self.a.mov(qword_ptr(rdi + Frame::STATE_TO_RETIRED), r9)?;
         self.host = HostFlags::Stale;
         Ok(())
     }
