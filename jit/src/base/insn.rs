@@ -699,6 +699,22 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         Some(_) => e.flush()?,
         None => {}
     }
+    // `add rsp, 8`, `and rax, -16`: on the slot in place, unless the flags go lazily to the
+    // exits (their record wants the result in RAX).
+    let lazy_next = e.lazy_ok && lazy_logic(ins).is_some();
+    if let Some(g) = super::regs::rmw_imm(ins).filter(|_| !lazy_next) {
+        super::regs::emit_rmw_imm(e, ins, g)?;
+        match rsp_step(ins) {
+            Some(d) => e.reg_moved(g, d),
+            None => e.reg_written(g),
+        }
+        match masks {
+            Some(_) if dead => e.host = super::emit::HostFlags::Stale,
+            Some((set, clear)) => e.capture_in_rax(set, clear)?,
+            None => {}
+        }
+        return Ok(());
+    }
     let mut dest = None;
     // A second operand that is a guest register is read from its slot by the host
     // instruction itself (`add rax, [rdi + slot]`) rather than loaded into RDX first.

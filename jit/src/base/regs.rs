@@ -121,3 +121,40 @@ pub(super) fn with_slot_source(
         SlotSource::Swapped => Instruction::with2(ins.code(), slot, dst),
     }
 }
+
+/// `add/sub/and/or/xor r64, imm` (ADD and SUB by `add rsp` as well): the guest register's
+/// index, for [`emit_rmw_imm`], which runs it on the register's `CpuState` slot in place.
+pub(super) fn rmw_imm(ins: &Instruction) -> Option<usize> {
+    use Code::*;
+    let ok = matches!(
+        ins.code(),
+        Add_rm64_imm8
+            | Add_rm64_imm32
+            | Sub_rm64_imm8
+            | Sub_rm64_imm32
+            | And_rm64_imm8
+            | And_rm64_imm32
+            | Or_rm64_imm8
+            | Or_rm64_imm32
+            | Xor_rm64_imm8
+            | Xor_rm64_imm32
+    ) && ins.op0_kind() == OpKind::Register;
+    ok.then(|| {
+        gpr_ref(ins.op0_register())
+            .filter(|g| g.size == 8)
+            .map(|g| g.index)
+    })
+    .flatten()
+}
+
+/// [`rmw_imm`]'s instruction on guest register `g`'s slot: `add qword [rdi + slot], imm`, one
+/// host instruction instead of a load, the operation and a store (the host's flags are the
+/// same as of the register form).
+pub(super) fn emit_rmw_imm(e: &mut Emit, ins: &Instruction, g: usize) -> Result<(), IcedError> {
+    let slot = MemoryOperand::with_base_displ(Register::RDI, gpr_off(g) as i64);
+    e.host_insn(Instruction::with2(
+        ins.code(),
+        slot,
+        ins.immediate(1) as i32,
+    )?)
+}
