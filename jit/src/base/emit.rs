@@ -523,12 +523,27 @@ impl Emit {
         write: bool,
         size: u32,
     ) -> Result<(), IcedError> {
+        self.access_near(g, disp, write, size, false).map(|_| ())
+    }
+
+    /// [`Emit::access_at`], where with `keep_r8` an access through the last access's hit
+    /// leaves R8 where it is: the access's host address is then `[R9 + R8 + d]` for the `d`
+    /// returned (0 otherwise) — one LEA fewer, for instructions that use the address only
+    /// there (`insn::rename`).
+    pub fn access_near(
+        &mut self,
+        g: usize,
+        disp: i64,
+        write: bool,
+        size: u32,
+        keep_r8: bool,
+    ) -> Result<i32, IcedError> {
         self.host = HostFlags::Stale;
         // A write hit serves a read too: the write table holds only pages the current
         // privilege may write, and x86 has no page that can be written but not read (no
         // read side effects either: MMIO pages are never cached).
         if let Some(l) = self.last.filter(|l| l.serves(g, disp, write, size)) {
-            return self.reuse(l, disp, size);
+            return self.reuse(l, disp, size, keep_r8);
         }
         if let Some(i) = self
             .kept
@@ -552,7 +567,7 @@ impl Emit {
             }
             // (The first pass stored no host delta: its code is not kept.)
             self.widened = true;
-            return self.reuse(l, disp, size);
+            return self.reuse(l, disp, size, keep_r8);
         }
         self.displace()?;
         self.load_reg(r8, g)?;
@@ -585,14 +600,15 @@ impl Emit {
             slot,
             stored: false,
         });
-        Ok(())
+        Ok(0)
     }
 
     /// An access of `size` bytes at `l`'s register plus `disp` through `l`'s hit, which R8
     /// and R9 hold ([`Last::serves`]): no check inside the span known to be in the page (a
     /// pop of what a push stored, a load of a slot stored to earlier, any access of a span
-    /// the probe checked whole), else the page-offset test.
-    fn reuse(&mut self, l: Last, disp: i64, size: u32) -> Result<(), IcedError> {
+    /// the probe checked whole), else the page-offset test. R8 moves to the access's
+    /// address unless `keep_r8` ([`Emit::access_near`]: the displacement from R8 returned).
+    fn reuse(&mut self, l: Last, disp: i64, size: u32, keep_r8: bool) -> Result<i32, IcedError> {
         let delta = disp.wrapping_sub(l.off);
         let end = disp.wrapping_add(size as i64);
         let (lo, hi) = (l.lo.min(disp), l.hi.max(end));
@@ -611,23 +627,25 @@ impl Emit {
             self.a.ja(defer)?;
             self.widened = true;
         }
-        if delta != 0 {
+        let moved = delta != 0 && !keep_r8;
+        if moved {
             // (R9, the page's host delta, serves the whole page.)
             self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
         }
         if let Some(s) = self.spans.get_mut(l.id) {
             *s = (lo.wrapping_add(l.moved), hi.wrapping_add(l.moved));
         }
-        // Both spans are in the page, and so is everything between them.
+        // Both spans are in the page, and so is everything between them. (`off` is where
+        // R8 is.)
         self.last = Some(Last {
-            off: disp,
+            off: if moved { disp } else { l.off },
             lo,
             hi,
             ok_lo: l.ok_lo.min(disp),
             ok_hi: l.ok_hi.max(end),
             ..l
         });
-        Ok(())
+        Ok(if moved { 0 } else { delta as i32 })
     }
 
     /// The linear address of `ins`'s memory operand into R8 (64-bit addressing; an FS or GS

@@ -681,8 +681,23 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         if ins.op_kind(op) == OpKind::Memory {
             let write = op == 0 && writes0;
             let size = ins.memory_size().size() as u32;
-            access(e, ins, write, size)?;
+            // (R8 left where it is: the operand takes the displacement. Not for a shift
+            // whose OF is that of a shift by 1, which reads the operand at `[R9 + R8]`.)
+            let d = match simple_base(ins).filter(|_| !shift_of_fix(ins)) {
+                Some(g) => {
+                    let disp = ins.memory_displacement64() as i64;
+                    e.access_near(g, disp, write, size, true)?
+                }
+                None => {
+                    access(e, ins, write, size)?;
+                    0
+                }
+            };
             memory_at_r9(&mut h);
+            if d != 0 {
+                h.set_memory_displacement64(d as i64 as u64);
+                h.set_memory_displ_size(if i8::try_from(d).is_ok() { 1 } else { 8 });
+            }
         }
     }
     match masks {
