@@ -21,6 +21,38 @@ fn config() -> JitConfig {
     }
 }
 
+/// A loop of twelve rounds through `block` (a block of its own, ending in a JMP), R15 set to
+/// `warm` before it and to `last` for the last round (after `set_up`'s registers).
+fn last_round_differs(
+    warm: u64,
+    last: u64,
+    set_up: impl Fn(&mut CodeAssembler) -> Result<(), IcedError>,
+    block: impl Fn(&mut CodeAssembler) -> Result<(), IcedError>,
+) -> Vec<u8> {
+    TestMachine::assemble(|a| {
+        let mut top = a.create_label();
+        let mut skip = a.create_label();
+        let mut blk = a.create_label();
+        let mut back = a.create_label();
+        a.mov(r15, warm)?;
+        set_up(a)?;
+        a.mov(ecx, 12)?;
+        a.set_label(&mut top)?;
+        a.cmp(ecx, 1)?;
+        a.jne(skip)?;
+        a.mov(r15, last)?;
+        a.set_label(&mut skip)?;
+        a.jmp(blk)?;
+        a.set_label(&mut blk)?;
+        block(a)?;
+        a.jmp(back)?;
+        a.set_label(&mut back)?;
+        a.dec(ecx)?;
+        a.jne(top)?;
+        a.hlt()
+    })
+}
+
 /// Loads through RBX and R12 in turn (each access displaces the other register's hit), run
 /// on addresses inside a page first (compiled, the kept hits taken back), then with RBX near
 /// the start of the first user page, where `[rbx - 8]` lies in the supervisor-only first
@@ -34,34 +66,20 @@ fn kept_hits_match_the_interpreter_and_stop_at_page_boundaries() {
         (0x20_0040u64, 0x20_0004u64),
         (DATA_BASE + 0x1800, TEST_RAM - 6),
     ] {
-        let code = TestMachine::assemble(|a| {
-            let mut top = a.create_label();
-            let mut skip = a.create_label();
-            let mut blk = a.create_label();
-            let mut back = a.create_label();
-            a.mov(r15, warm)?;
-            a.mov(r12, DATA_BASE + 0x3010)?;
-            a.mov(ecx, 12)?;
-            a.set_label(&mut top)?;
-            a.cmp(ecx, 1)?;
-            a.jne(skip)?;
-            a.mov(r15, last)?;
-            a.set_label(&mut skip)?;
-            a.jmp(blk)?;
-            a.set_label(&mut blk)?;
-            a.mov(rbx, r15)?;
-            a.mov(eax, dword_ptr(rbx + 4))?;
-            a.add(edx, dword_ptr(r12))?;
-            a.add(eax, dword_ptr(rbx - 8))?;
-            a.add(edx, dword_ptr(r12 + 8))?;
-            a.add(esi, dword_ptr(rbx))?;
-            a.add(edi, dword_ptr(r12 - 4))?;
-            a.jmp(back)?;
-            a.set_label(&mut back)?;
-            a.dec(ecx)?;
-            a.jne(top)?;
-            a.hlt()
-        });
+        let code = last_round_differs(
+            warm,
+            last,
+            |a| a.mov(r12, DATA_BASE + 0x3010),
+            |a| {
+                a.mov(rbx, r15)?;
+                a.mov(eax, dword_ptr(rbx + 4))?;
+                a.add(edx, dword_ptr(r12))?;
+                a.add(eax, dword_ptr(rbx - 8))?;
+                a.add(edx, dword_ptr(r12 + 8))?;
+                a.add(esi, dword_ptr(rbx))?;
+                a.add(edi, dword_ptr(r12 - 4))
+            },
+        );
         let setup = |m: &mut TestMachine| {
             let words = |seed: u32| -> Vec<u8> {
                 (0..16u32)
@@ -89,32 +107,18 @@ fn kept_hits_match_the_interpreter_and_stop_at_page_boundaries() {
 /// differs from the interpreter's.
 #[test]
 fn a_kept_hit_dies_with_its_register() {
-    let code = TestMachine::assemble(|a| {
-        let mut top = a.create_label();
-        let mut skip = a.create_label();
-        let mut blk = a.create_label();
-        let mut back = a.create_label();
-        a.mov(r13, DATA_BASE + 0x2000)?;
-        a.mov(r12, DATA_BASE + 0x3000)?;
-        a.mov(ecx, 12)?;
-        a.set_label(&mut top)?;
-        a.cmp(ecx, 1)?;
-        a.jne(skip)?;
-        a.mov(r13, 0x1_0000u64)?;
-        a.set_label(&mut skip)?;
-        a.jmp(blk)?;
-        a.set_label(&mut blk)?;
-        a.mov(rbx, DATA_BASE + 0x2000)?;
-        a.mov(eax, dword_ptr(rbx + 16))?;
-        a.add(edx, dword_ptr(r12))?;
-        a.mov(rbx, r13)?;
-        a.add(esi, dword_ptr(rbx + 8))?;
-        a.jmp(back)?;
-        a.set_label(&mut back)?;
-        a.dec(ecx)?;
-        a.jne(top)?;
-        a.hlt()
-    });
+    let code = last_round_differs(
+        DATA_BASE + 0x2000,
+        0x1_0000,
+        |a| a.mov(r12, DATA_BASE + 0x3000),
+        |a| {
+            a.mov(rbx, DATA_BASE + 0x2000)?;
+            a.mov(eax, dword_ptr(rbx + 16))?;
+            a.add(edx, dword_ptr(r12))?;
+            a.mov(rbx, r15)?;
+            a.add(esi, dword_ptr(rbx + 8))
+        },
+    );
     let (_, jit, exit) = compare(&code, &[1 << 20], config(), &|m| {
         m.load(DATA_BASE + 0x2008, &77u32.to_le_bytes());
         m.load(DATA_BASE + 0x3000, &5u32.to_le_bytes());
