@@ -74,7 +74,7 @@ fn forward_reloads(instrs: &[Instruction]) -> Vec<Instruction> {
 /// branch, call or return, no access through RDI that may overlap it, no write to RDI in
 /// between (a deferring exit's `jne`, for one, keeps the store). `mov eax, edx; and eax,
 /// 0xfff` stores RAX twice.
-fn drop_dead_stores(instrs: Vec<Instruction>) -> Vec<Instruction> {
+fn drop_dead_stores(mut instrs: Vec<Instruction>) -> Vec<Instruction> {
     use iced_x86::{FlowControl, Register};
     let mut dead = vec![false; instrs.len()];
     // Stores not yet read or replaced: (displacement, index in `instrs`).
@@ -124,14 +124,9 @@ fn drop_dead_stores(instrs: Vec<Instruction>) -> Vec<Instruction> {
         let hi = lo.wrapping_add(size);
         pending.retain(|&(d, _)| d.wrapping_add(8) <= lo || hi <= d);
     }
-    if !dead.contains(&true) {
-        return instrs;
-    }
+    let mut dead = dead.into_iter();
+    instrs.retain(|_| !dead.next().unwrap_or(false));
     instrs
-        .into_iter()
-        .zip(dead)
-        .filter_map(|(ins, d)| (!d).then_some(ins))
-        .collect()
 }
 
 /// Whether `store` is `mov [base + disp], r64` and `load` reads the same qword (`mov r64,

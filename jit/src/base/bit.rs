@@ -33,7 +33,7 @@ pub(super) fn bit_test(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError>
     let writes = ins.mnemonic() != Mnemonic::Bt;
     if ins.op0_kind() == OpKind::Memory {
         access(e, ins, writes, if wide { 8 } else { 4 })?;
-        memory_at_r9(&mut h);
+        memory_at_r9(&mut h, 0);
     }
     e.flush()?;
     if e.record_live {
@@ -81,7 +81,7 @@ pub(super) fn scan(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), Ic
     let mut h = *ins;
     if ins.op1_kind() == OpKind::Memory {
         access(e, ins, false, if wide { 8 } else { 4 })?;
-        memory_at_r9(&mut h);
+        memory_at_r9(&mut h, 0);
     } else {
         let g = gpr_ref(ins.op1_register()).map_or(0, |g| g.index);
         e.load_reg(rdx, g)?;

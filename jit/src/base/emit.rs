@@ -31,7 +31,7 @@ type Cold = Box<dyn FnOnce(&mut CodeAssembler) -> Result<(), IcedError>>;
 /// R8 is guest register `g`'s current value plus `off`; its page's hit came from the write
 /// table (and so serves reads as well) or the read one. The bytes from `g + lo` to `g + hi`
 /// are the span of the accesses at `g` since that probe (which decides whether the next one
-/// may take its hit, in both passes of [`Emit::spans`]); the bytes from `g + ok_lo` to
+/// may take its hit, in both passes of [`Emit::found`]); the bytes from `g + ok_lo` to
 /// `g + ok_hi` are known to lie in its page (the span checked so far, or the whole span the
 /// probe checked up front): an access inside them needs no check.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +43,7 @@ struct Last {
     hi: i64,
     ok_lo: i64,
     ok_hi: i64,
-    /// The probe's index in the function ([`Emit::spans`]), and how far `g` has moved since
+    /// The probe's index in the function ([`Emit::found`]), and how far `g` has moved since
     /// (its value then is its value now plus `moved`).
     id: usize,
     moved: i64,
@@ -65,9 +65,20 @@ impl Last {
     }
 }
 
-/// The widest span one probe checks up front ([`Emit::spans`]): well inside a page, so that a
+/// The widest span one probe checks up front ([`Emit::found`]): well inside a page, so that a
 /// span whose first and last byte hit the same TLB entry lies in one page.
 const MAX_SPAN: i64 = 2048;
+
+/// What the first of a function's two passes finds out about one of its probes
+/// ([`Emit::found`]): the span of the accesses its hit serves (`lo..hi`, relative to the
+/// register's value at the probe), and whether a later access took the hit back from the
+/// frame ([`Emit::kept`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Probed {
+    lo: i64,
+    hi: i64,
+    taken_back: bool,
+}
 
 /// Largest distance from the last access that an access takes without a TLB probe (as
 /// `lift::group::PROBE_DELTA`: one in another page leaves for the interpreter, so a far one
@@ -140,24 +151,20 @@ pub struct Emit {
     pub host: HostFlags,
     /// The last access, while R8 and R9 still hold its linear address and host delta.
     last: Option<Last>,
-    /// The function is emitted twice when an access takes an earlier probe's hit after a
-    /// check that it is in the same page (`base::compile`): the first pass records, per probe
-    /// of [`Emit::access_at`] in order, the span of all the accesses its hit serves (relative
-    /// to the register's value at the probe; `spans`, and `widened` when any reached past the
-    /// probe's own access); the second (`known`, the first's spans) checks each span whole in
-    /// the probe, and the accesses inside it go without checks.
-    pub spans: Vec<(i64, i64)>,
-    pub widened: bool,
-    pub known: Vec<(i64, i64)>,
+    /// The function is emitted twice (`base::compile`) when an access takes an earlier
+    /// probe's hit after a check that it is in the same page, or takes a kept hit back from
+    /// the frame (`redo`): the first pass records, per probe of [`Emit::access_near`] in
+    /// order, what [`Probed`] holds (`found`); the second (`known`, the first's findings)
+    /// checks each span whole in its probe — the accesses inside it go without checks — and
+    /// stores the host delta of the hits taken back, and only of those, when another access
+    /// takes R8 and R9 from them.
+    pub found: Vec<Probed>,
+    pub redo: bool,
+    pub known: Vec<Probed>,
     /// Earlier hits that R8 and R9 no longer hold but that still serve their register
     /// (`Frame::HIT_SLOTS` at most, one per frame slot): an access one of them serves loads
-    /// its host delta from the frame instead of probing. The first pass records which
-    /// probes' hits were taken back so (`reused`, which forces the second pass); the second
-    /// (`known_reused`, the first's) stores the host delta of those, and only those, when
-    /// another access takes R8 and R9 from them.
+    /// its host delta from the frame instead of probing.
     kept: Vec<Last>,
-    pub reused: Vec<bool>,
-    pub known_reused: Vec<bool>,
     /// The frame may still hold an incoming flag record that the next full flag write must
     /// drop (`Frame::fl_code` set to 0).
     pub record_live: bool,
@@ -204,12 +211,10 @@ impl Emit {
             host: HostFlags::Stale,
             record_live: false,
             last: None,
-            spans: Vec::new(),
-            widened: false,
+            found: Vec::new(),
+            redo: false,
             known: Vec::new(),
             kept: Vec::new(),
-            reused: Vec::new(),
-            known_reused: Vec::new(),
             sse_ok: false,
             avx_ok: false,
             mx: false,
@@ -498,7 +503,7 @@ impl Emit {
         let Some(mut l) = self.last.take() else {
             return Ok(());
         };
-        if !l.stored && self.known_reused.get(l.id).copied().unwrap_or(false) {
+        if !l.stored && self.known.get(l.id).is_some_and(|p| p.taken_back) {
             self.a.mov(qword_ptr(rsi + Frame::hit_off(l.slot)), r9)?;
             l.stored = true;
         }
@@ -552,21 +557,18 @@ impl Emit {
         {
             // A kept hit: R8 its last access's address, R9 its host delta from the frame.
             let l = self.kept.remove(i);
-            debug_assert!(
-                l.stored || self.known_reused.is_empty(),
-                "a kept hit not stored"
-            );
+            debug_assert!(l.stored || self.known.is_empty(), "a kept hit not stored");
             self.displace()?;
             self.load_reg(r8, g)?;
             if l.off != 0 {
                 self.a.lea(r8, qword_ptr(r8 + l.off as i32))?;
             }
             self.a.mov(r9, qword_ptr(rsi + Frame::hit_off(l.slot)))?;
-            if let Some(r) = self.reused.get_mut(l.id) {
-                *r = true;
+            if let Some(p) = self.found.get_mut(l.id) {
+                p.taken_back = true;
             }
             // (The first pass stored no host delta: its code is not kept.)
-            self.widened = true;
+            self.redo = true;
             return self.reuse(l, disp, size, keep_r8);
         }
         self.displace()?;
@@ -574,13 +576,18 @@ impl Emit {
         if disp != 0 {
             self.a.lea(r8, qword_ptr(r8 + disp as i32))?;
         }
-        let id = self.spans.len();
+        let id = self.found.len();
         let end = disp.wrapping_add(size as i64);
-        self.spans.push((disp, end));
-        self.reused.push(false);
-        // The whole span the first pass found (see `spans`), or the access's own bytes.
+        self.found.push(Probed {
+            lo: disp,
+            hi: end,
+            taken_back: false,
+        });
+        // The whole span the first pass found, or the access's own bytes.
         let (ok_lo, ok_hi) = match self.known.get(id) {
-            Some(&(lo, hi)) if lo <= disp && end <= hi && hi - lo <= MAX_SPAN => (lo, hi),
+            Some(&Probed { lo, hi, .. }) if lo <= disp && end <= hi && hi - lo <= MAX_SPAN => {
+                (lo, hi)
+            }
             _ => (disp, end),
         };
         self.probe_span(write, ok_lo - disp, ok_hi - disp)?;
@@ -625,15 +632,15 @@ impl Emit {
             }
             let defer = self.defer_label()?;
             self.a.ja(defer)?;
-            self.widened = true;
+            self.redo = true;
         }
         let moved = delta != 0 && !keep_r8;
         if moved {
             // (R9, the page's host delta, serves the whole page.)
             self.a.lea(r8, qword_ptr(r8 + delta as i32))?;
         }
-        if let Some(s) = self.spans.get_mut(l.id) {
-            *s = (lo.wrapping_add(l.moved), hi.wrapping_add(l.moved));
+        if let Some(p) = self.found.get_mut(l.id) {
+            (p.lo, p.hi) = (lo.wrapping_add(l.moved), hi.wrapping_add(l.moved));
         }
         // Both spans are in the page, and so is everything between them. (`off` is where
         // R8 is.)

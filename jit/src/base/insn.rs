@@ -683,21 +683,8 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             let size = ins.memory_size().size() as u32;
             // (R8 left where it is: the operand takes the displacement. Not for a shift
             // whose OF is that of a shift by 1, which reads the operand at `[R9 + R8]`.)
-            let d = match simple_base(ins).filter(|_| !shift_of_fix(ins)) {
-                Some(g) => {
-                    let disp = ins.memory_displacement64() as i64;
-                    e.access_near(g, disp, write, size, true)?
-                }
-                None => {
-                    access(e, ins, write, size)?;
-                    0
-                }
-            };
-            memory_at_r9(&mut h);
-            if d != 0 {
-                h.set_memory_displacement64(d as i64 as u64);
-                h.set_memory_displ_size(if i8::try_from(d).is_ok() { 1 } else { 8 });
-            }
+            let d = access_near(e, ins, write, size, !shift_of_fix(ins))?;
+            memory_at_r9(&mut h, d);
         }
     }
     match masks {
@@ -714,28 +701,19 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
         Some(_) => e.flush()?,
         None => {}
     }
-    // `add rsp, 8`, `and rax, -16`: on the slot in place, unless the flags go lazily to the
-    // exits (their record wants the result in RAX).
-    let lazy_next = e.lazy_ok && lazy_logic(ins).is_some();
-    if let Some(g) = super::regs::rmw_imm(ins).filter(|_| !lazy_next) {
-        super::regs::emit_rmw_imm(e, ins, g)?;
-        match rsp_step(ins) {
-            Some(d) => e.reg_moved(g, d),
-            None => e.reg_written(g),
-        }
-        match masks {
-            Some(_) if dead => e.host = super::emit::HostFlags::Stale,
-            Some((set, clear)) => e.capture_in_rax(set, clear)?,
-            None => {}
-        }
-        return Ok(());
-    }
+    let lazy = if e.lazy_ok { lazy_logic(ins) } else { None };
+    // `add rsp, 8`, `and rax, -16`: on the register's slot in place, nothing loaded or stored
+    // — unless the flags go lazily to the exits (their record wants the result in RAX).
+    let in_place = super::regs::rmw_imm(ins).filter(|_| lazy.is_none());
     let mut dest = None;
     // A second operand that is a guest register is read from its slot by the host
     // instruction itself (`add rax, [rdi + slot]`) rather than loaded into RDX first.
     let slot_source = super::regs::slot_source_form(ins);
     for op in 0..ins.op_count() {
-        if ins.op_kind(op) != OpKind::Register || (op == 1 && slot_source.is_some()) {
+        let loaded = ins.op_kind(op) == OpKind::Register
+            && !(op == 1 && slot_source.is_some())
+            && in_place.is_none();
+        if !loaded {
             continue;
         }
         let g = gpr_ref(ins.op_register(op)).expect("covered: a plain GPR");
@@ -782,6 +760,9 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     if let Some(form) = slot_source {
         h = super::regs::with_slot_source(&h, ins, form)?;
     }
+    if let Some(g) = in_place {
+        h = super::regs::on_slot(ins, g)?;
+    }
     let of_fix = shift_of_fix(ins) && !dead;
     if of_fix {
         of_by_one(e, ins)?;
@@ -790,6 +771,13 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     // The destination is stored before the capture (a MOV keeps the host's flags), which
     // then has RAX to itself — but IMUL's SF/PF fix reads the product in RAX after it.
     let imul_fix = m == Imul && !dead;
+    let changed = |e: &mut Emit, g: usize| match rsp_step(ins) {
+        Some(d) => e.reg_moved(g, d),
+        None => e.reg_written(g),
+    };
+    if let Some(g) = in_place {
+        changed(e, g);
+    }
     let store = |e: &mut Emit| -> Result<(), IcedError> {
         if let Some((g, size, high)) = dest {
             if high {
@@ -797,17 +785,13 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             } else {
                 e.store_reg(g, rax, size)?;
             }
-            match rsp_step(ins) {
-                Some(d) => e.reg_moved(g, d),
-                None => e.reg_written(g),
-            }
+            changed(e, g);
         }
         Ok(())
     };
     if !imul_fix {
         store(e)?;
     }
-    let lazy = if e.lazy_ok { lazy_logic(ins) } else { None };
     match (masks, lazy) {
         (Some(_), _) if dead => e.host = super::emit::HostFlags::Stale,
         (Some(_), Some(size)) => {
@@ -895,23 +879,44 @@ pub(super) fn access(
     write: bool,
     size: u32,
 ) -> Result<(), IcedError> {
+    access_near(e, ins, write, size, false).map(|_| ())
+}
+
+/// [`access`], where with `keep_r8` an access through the last access's hit leaves R8 where
+/// it is and returns the operand's distance from it (`Emit::access_near`; 0 otherwise).
+fn access_near(
+    e: &mut Emit,
+    ins: &Instruction,
+    write: bool,
+    size: u32,
+    keep_r8: bool,
+) -> Result<i32, IcedError> {
     match simple_base(ins) {
-        Some(g) => e.access_at(g, ins.memory_displacement64() as i64, write, size),
+        Some(g) => {
+            let disp = ins.memory_displacement64() as i64;
+            e.access_near(g, disp, write, size, keep_r8)
+        }
         None => {
             e.addr(ins)?;
-            e.probe(write, size)
+            e.probe(write, size)?;
+            Ok(0)
         }
     }
 }
 
-/// `h`'s memory operand renamed to `[R9 + R8]`, the host address (where [`access`] put the
-/// linear address and its page's host delta).
-pub(super) fn memory_at_r9(h: &mut Instruction) {
+/// `h`'s memory operand renamed to `[R9 + R8 + d]`, the host address (where [`access`] put
+/// the linear address and its page's host delta; `d` is 0 but after [`access_near`]).
+pub(super) fn memory_at_r9(h: &mut Instruction, d: i32) {
     h.set_memory_base(Register::R9);
     h.set_memory_index(Register::R8);
     h.set_memory_index_scale(1);
-    h.set_memory_displacement64(0);
-    h.set_memory_displ_size(0);
+    h.set_memory_displacement64(d as i64 as u64);
+    // (64-bit addressing: a displacement of 8 bytes in iced's terms, encoded in 4.)
+    h.set_memory_displ_size(match d {
+        0 => 0,
+        _ if i8::try_from(d).is_ok() => 1,
+        _ => 8,
+    });
     h.set_segment_prefix(Register::None);
 }
 

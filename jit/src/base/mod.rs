@@ -158,33 +158,30 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
             guards[p] = Some(chain::page_expect(b, t.ram_base).ok_or("a block in no page")?);
         }
     }
-    // The first pass checks each access that takes an earlier probe's hit; when one did,
-    // its code is dropped unassembled and the second checks the spans it found whole in the
-    // probes (`Emit::spans`).
-    let (mut e, len) = emit_function(block, &parts, &guards, t, Vec::new(), Vec::new())?;
-    if e.widened {
-        let spans = core::mem::take(&mut e.spans);
-        let reused = core::mem::take(&mut e.reused);
-        (e, _) = emit_function(block, &parts, &guards, t, spans, reused)?;
+    // The first pass checks each access that takes an earlier probe's hit; when one did (or
+    // took a kept hit back), its code is dropped unassembled and the second pass makes use
+    // of what the first found (`Emit::found`).
+    let (mut e, len) = emit_function(block, &parts, &guards, t, Vec::new())?;
+    if e.redo {
+        let found = core::mem::take(&mut e.found);
+        (e, _) = emit_function(block, &parts, &guards, t, found)?;
     }
     let links = core::mem::take(&mut e.new_links);
     let bytes = e.finish().map_err(|e| e.to_string())?;
     Ok(BaseCode { bytes, links, len })
 }
 
-/// The trace `parts` (see [`compile`]) emitted, not yet assembled, with the probes' spans
-/// `known` from a first pass (`Emit::spans`); and its length in instructions.
+/// The trace `parts` (see [`compile`]) emitted, not yet assembled, with what a first pass
+/// found about its probes (`known`, `Emit::found`); and its length in instructions.
 fn emit_function(
     block: &Block,
     parts: &[&Block],
     guards: &[Option<chain::PageExpect>],
     t: &BaseTarget,
-    known: Vec<(i64, i64)>,
-    known_reused: Vec<bool>,
+    known: Vec<emit::Probed>,
 ) -> Result<(Emit, u64), String> {
     let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
     e.known = known;
-    e.known_reused = known_reused;
     entry(&mut e, block, parts).map_err(|e| e.to_string())?;
     let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
     loop_top(&mut e, parts, len).map_err(|e| e.to_string())?;

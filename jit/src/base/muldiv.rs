@@ -17,7 +17,7 @@ pub(super) fn mul(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), Ice
     if ins.op0_kind() == OpKind::Memory {
         let size = ins.memory_size().size() as u32;
         access(e, ins, false, size)?;
-        memory_at_r9(&mut h);
+        memory_at_r9(&mut h, 0);
     } else {
         let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
         e.load_reg(rcx, g)?;

@@ -123,7 +123,7 @@ pub(super) fn with_slot_source(
 }
 
 /// `add/sub/and/or/xor r64, imm` (ADD and SUB by `add rsp` as well): the guest register's
-/// index, for [`emit_rmw_imm`], which runs it on the register's `CpuState` slot in place.
+/// index, for [`on_slot`].
 pub(super) fn rmw_imm(ins: &Instruction) -> Option<usize> {
     use Code::*;
     let ok = matches!(
@@ -147,14 +147,10 @@ pub(super) fn rmw_imm(ins: &Instruction) -> Option<usize> {
     .flatten()
 }
 
-/// [`rmw_imm`]'s instruction on guest register `g`'s slot: `add qword [rdi + slot], imm`, one
-/// host instruction instead of a load, the operation and a store (the host's flags are the
-/// same as of the register form).
-pub(super) fn emit_rmw_imm(e: &mut Emit, ins: &Instruction, g: usize) -> Result<(), IcedError> {
+/// [`rmw_imm`]'s instruction on guest register `g`'s slot in place: `add qword [rdi + slot],
+/// imm`, one host instruction instead of a load, the operation and a store (the host's flags
+/// are the same as of the register form).
+pub(super) fn on_slot(ins: &Instruction, g: usize) -> Result<Instruction, IcedError> {
     let slot = MemoryOperand::with_base_displ(Register::RDI, gpr_off(g) as i64);
-    e.host_insn(Instruction::with2(
-        ins.code(),
-        slot,
-        ins.immediate(1) as i32,
-    )?)
+    Instruction::with2(ins.code(), slot, ins.immediate(1) as i32)
 }

@@ -106,7 +106,7 @@ pub(super) fn shift_by_cl(e: &mut Emit, ins: &Instruction, dead: bool) -> Result
     let mut h = *ins;
     if ins.op0_kind() == OpKind::Memory {
         access(e, ins, true, ins.memory_size().size() as u32)?;
-        memory_at_r9(&mut h);
+        memory_at_r9(&mut h, 0);
     }
     if !dead {
         e.flush()?;

@@ -617,7 +617,7 @@ pub fn emit(e: &mut Emit, ins: &Instruction, f: Form, dead: bool) -> Result<(), 
                 let defer = e.defer_label()?;
                 e.a.jne(defer)?;
             }
-            super::insn::memory_at_r9(&mut h);
+            super::insn::memory_at_r9(&mut h, 0);
         }
     }
     if f.flags {
