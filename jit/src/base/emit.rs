@@ -182,6 +182,9 @@ pub struct Emit {
     /// before the top (else a round that set it up leaves instead of going round: the next
     /// round's set-up would drop the flags it collected).
     pub loop_top: Option<(u64, CodeLabel, u64, bool)>,
+    /// The function's last instruction is a RET that may return to its start (`base::loop_top`):
+    /// when it does, it goes on as [`Emit::exit_const`] to the start.
+    pub ret_to_top: bool,
 }
 
 impl Emit {
@@ -219,6 +222,7 @@ impl Emit {
             avx_ok: false,
             mx: false,
             loop_top: None,
+            ret_to_top: false,
         })
     }
 

@@ -355,7 +355,14 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rcx, qword_ptr(r9 + r8))?;
-            ret_exit(e)?;
+            match e.loop_top {
+                // (Back to the top of the loop, or at least a direct exit there.)
+                Some((top, ..)) if e.ret_to_top => {
+                    ret_expecting(e, top)?;
+                    e.exit_const(top)?;
+                }
+                _ => ret_exit(e)?,
+            }
         }
         Code::Jmp_rm64 => {
             indirect_target(e, ins, rcx)?;
@@ -454,19 +461,7 @@ pub fn emit_to_next(
         Code::Retnq => {
             e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rcx, qword_ptr(r9 + r8))?;
-            e.a.mov(rax, next)?;
-            e.a.cmp(rcx, rax)?;
-            e.host = super::emit::HostFlags::Stale;
-            let before = e.branch_state();
-            let mut same = e.a.create_label();
-            e.a.je(same)?;
-            ret_exit(e)?;
-            e.restore(before);
-            e.a.set_label(&mut same)?;
-            e.a.lea(r11, qword_ptr(r8 + 8))?;
-            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
-            e.reg_moved(reg::RSP, 8);
-            Ok(())
+            ret_expecting(e, next)
         }
         Code::Call_rel32_64 => {
             let ret_ip = e.next_ip;
@@ -485,6 +480,25 @@ fn ret_exit(e: &mut Emit) -> Result<(), IcedError> {
     e.a.lea(r8, qword_ptr(r8 + 8))?;
     e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r8)?;
     e.exit_dyn()
+}
+
+/// The rest of a RET (as [`ret_exit`]) that is expected to return to `rip` (the next block
+/// of a trace, or the start of the function: `Emit::ret_to_top`): when it does, RSP moves
+/// past the address and the code after this goes on; else the exit to the address popped.
+fn ret_expecting(e: &mut Emit, rip: u64) -> Result<(), IcedError> {
+    e.a.mov(rax, rip)?;
+    e.a.cmp(rcx, rax)?;
+    e.host = super::emit::HostFlags::Stale;
+    let before = e.branch_state();
+    let mut same = e.a.create_label();
+    e.a.je(same)?;
+    ret_exit(e)?;
+    e.restore(before);
+    e.a.set_label(&mut same)?;
+    e.a.lea(r11, qword_ptr(r8 + 8))?;
+    e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
+    e.reg_moved(reg::RSP, 8);
+    Ok(())
 }
 
 /// A Jcc one of whose ways, `toward` (its target or its next instruction), the code after

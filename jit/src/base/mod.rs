@@ -312,12 +312,29 @@ fn loop_top(e: &mut Emit, parts: &[&Block], len: u64) -> Result<(), IcedError> {
     let Some(first) = block.insns.first() else {
         return Ok(());
     };
-    if !parts
-        .iter()
-        .any(|b| crate::region::successors(b).contains(&rip))
+    // A trace that starts at the return site of a CALL it makes and ends with a RET (the
+    // callee's, inlined) goes back to its start when the RET returns there, as a loop
+    // whose body calls a function does when its compile started after the call.
+    let last_ins = |b: &&Block| b.insns.last().map(|d| d.ins);
+    let ret_back = parts.len() > 1
+        && parts
+            .last()
+            .and_then(last_ins)
+            .is_some_and(|i| i.code() == iced_x86::Code::Retnq)
+        && parts.iter().filter_map(last_ins).any(|i| {
+            matches!(
+                i.code(),
+                iced_x86::Code::Call_rel32_64 | iced_x86::Code::Call_rm64
+            ) && i.next_ip() == rip
+        });
+    if !ret_back
+        && !parts
+            .iter()
+            .any(|b| crate::region::successors(b).contains(&rip))
     {
         return Ok(());
     }
+    e.ret_to_top = ret_back;
     // (Only for the first block's: set up for a later block's on every entry, it cost
     // matrix 7% where rounds mostly leave before that block.)
     let mx_at_top = block
