@@ -338,9 +338,10 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
         }
         Code::Pop_r64 => {
             let g = gpr_ref(ins.op0_register()).map_or(0, |g| g.index);
-            e.access_at(reg::RSP, 0, false, 8)?;
-            e.a.mov(rax, qword_ptr(r9 + r8))?;
-            e.a.lea(r11, qword_ptr(r8 + 8))?;
+            // (R8 left where it is: a run of POPs reads at growing displacements.)
+            let d = e.access_near(reg::RSP, 0, false, 8, true)?;
+            e.a.mov(rax, qword_ptr(r9 + r8 + d))?;
+            e.a.lea(r11, qword_ptr(r8 + (d + 8)))?;
             e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
             e.reg_moved(reg::RSP, 8);
             e.a.mov(qword_ptr(rdi + gpr_off(g)), rax)?;
