@@ -148,6 +148,13 @@ pub struct Emit {
     /// The instruction being emitted may leave its flags lazy (`base::compile`: a logic
     /// operation right before the function's last instruction, a Jcc whose both ways exit).
     pub lazy_ok: bool,
+    /// The instruction being emitted is right before a Jcc that ends a block of a trace
+    /// (`base::compile`): its capture may wait for the Jcc ([`Emit::defer_capture`]).
+    pub defer_ok: bool,
+    /// A capture not yet taken: the host's flags are the guest's (the instruction before
+    /// the trace's Jcc wrote them), to be captured on the Jcc's exit path and, unless the
+    /// next block's first instruction replaces them all, on its way on (`insn::jcc_toward`).
+    pub uncaptured: Option<Capture>,
     pub host: HostFlags,
     /// The last access, while R8 and R9 still hold its linear address and host delta.
     last: Option<Last>,
@@ -211,6 +218,8 @@ impl Emit {
             pending: None,
             lazy: None,
             lazy_ok: false,
+            defer_ok: false,
+            uncaptured: None,
             host: HostFlags::Stale,
             record_live: false,
             last: None,
@@ -321,6 +330,22 @@ impl Emit {
         raw_capture_through_rax(&mut self.a)?;
         self.captured(set, clear);
         Ok(())
+    }
+
+    /// Instead of [`Emit::capture_in_rax`] right after the flag-writing host instruction,
+    /// for the instruction before a trace's Jcc (`defer_ok`): the host's flags stay the
+    /// guest's, the capture waits (`uncaptured`) for the Jcc's paths. Only for a capture
+    /// with CF (a condition reading CF finds it in the host's flags).
+    pub fn defer_capture(&mut self, set: u32, clear: u32) {
+        debug_assert!(self.pending.is_none() && self.defer_ok && set & CF != 0);
+        self.uncaptured = Some(Capture { set, clear });
+        self.host = HostFlags::Guest;
+    }
+
+    /// The capture [`Emit::defer_capture`] left, taken now (the host's flags still the
+    /// producer's: nothing but a Jcc and a label since). Clobbers RAX.
+    pub fn take_capture(&mut self, c: Capture) -> Result<(), IcedError> {
+        self.capture_in_rax(c.set, c.clear)
     }
 
     /// After a captured multiplication whose low half is in RAX (EAX if not `wide`): the

@@ -434,6 +434,7 @@ pub fn emit_to_next(
     next: u64,
     guard: Option<crate::chain::PageExpect>,
     dead: bool,
+    replaced: bool,
 ) -> Result<(), IcedError> {
     let ins = &d.ins;
     match ins.code() {
@@ -468,7 +469,7 @@ pub fn emit_to_next(
             let ret_ip = e.next_ip;
             push(e, move |e| e.a.mov(rax, ret_ip))
         }
-        _ if ins.is_jcc_short_or_near() => jcc_toward(e, ins, next),
+        _ if ins.is_jcc_short_or_near() => jcc_toward(e, ins, next, replaced),
         _ => emit(e, d, false, dead),
     }
 }
@@ -504,8 +505,17 @@ fn ret_expecting(e: &mut Emit, rip: u64) -> Result<(), IcedError> {
 
 /// A Jcc one of whose ways, `toward` (its target or its next instruction), the code after
 /// it goes on with: the exit of the other way, jumped over on the way `toward`.
-fn jcc_toward(e: &mut Emit, ins: &Instruction, toward: u64) -> Result<(), IcedError> {
+/// A capture the instruction before waited with (`Emit::uncaptured`) is taken on the exit
+/// path, and on the way on unless `replaced` (the next block's first instruction replaces
+/// every status flag before anything can read them, [`replaces_flags_first`]).
+fn jcc_toward(
+    e: &mut Emit,
+    ins: &Instruction,
+    toward: u64,
+    replaced: bool,
+) -> Result<(), IcedError> {
     let c = ins.condition_code();
+    let waiting = e.uncaptured.take();
     e.flags_for(reads_carry(c))?;
     let before = e.branch_state();
     let (on, other) = if ins.near_branch_target() == toward {
@@ -515,9 +525,38 @@ fn jcc_toward(e: &mut Emit, ins: &Instruction, toward: u64) -> Result<(), IcedEr
     };
     let mut cont = e.a.create_label();
     jump_if(&mut e.a, on, cont)?;
+    if let Some(w) = waiting {
+        e.take_capture(w)?;
+    }
     e.exit_const(other)?;
     e.restore(before);
-    e.a.set_label(&mut cont)
+    e.a.set_label(&mut cont)?;
+    match waiting {
+        Some(w) if !replaced => e.take_capture(w),
+        _ => Ok(()),
+    }
+}
+
+/// Does `ins` (the first instruction of a trace's next block) replace every status flag
+/// before anything the tier emits for it can read or clobber them: ADD, SUB, AND, OR, XOR,
+/// CMP or TEST of registers and immediates (no memory operand, so no probe and no deferring
+/// exit before it)? Then a capture waiting at the Jcc before it is not needed on the way on.
+pub fn replaces_flags_first(ins: &Instruction) -> bool {
+    use Mnemonic::*;
+    matches!(ins.mnemonic(), Add | Sub | And | Or | Xor | Cmp | Test)
+        && (0..ins.op_count()).all(|op| match ins.op_kind(op) {
+            OpKind::Register => gpr_ref(ins.op_register(op)).is_some(),
+            k => matches!(
+                k,
+                OpKind::Immediate8
+                    | OpKind::Immediate16
+                    | OpKind::Immediate32
+                    | OpKind::Immediate8to16
+                    | OpKind::Immediate8to32
+                    | OpKind::Immediate8to64
+                    | OpKind::Immediate32to64
+            ),
+        })
 }
 
 /// The condition that holds exactly when `c` does not.
@@ -600,7 +639,7 @@ fn reads_carry(c: ConditionCode) -> bool {
 
 /// Jcc: both ways leave the block (the taken way's exit after the other's).
 fn jcc(e: &mut Emit, ins: &Instruction) -> Result<(), IcedError> {
-    jcc_toward(e, ins, ins.near_branch_target())?;
+    jcc_toward(e, ins, ins.near_branch_target(), false)?;
     e.exit_const(ins.near_branch_target())
 }
 
@@ -818,6 +857,9 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             e.lazy_logic(size)
         }
         (Some((set, clear)), None) if imul_fix => e.capture(set, clear)?,
+        (Some((set, clear)), None) if e.defer_ok && !of_fix && set & CF != 0 => {
+            e.defer_capture(set, clear)
+        }
         (Some((set, clear)), None) => e.capture_in_rax(set, clear)?,
         (None, _) => {}
     }

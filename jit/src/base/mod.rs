@@ -206,12 +206,22 @@ fn emit_function(
                 && i + 2 == n
                 && e.loop_top.is_none()
                 && part.insns[n - 1].ins.is_jcc_short_or_near();
+            // The instruction right before a Jcc that goes on to the next block: its capture
+            // may wait for the Jcc's paths (`Emit::defer_capture`).
+            e.defer_ok = next.is_some()
+                && i + 2 == n
+                && part.insns[n - 1].ins.is_jcc_short_or_near()
+                && !e.lazy_ok;
             let r = match next {
                 Some(next) if last => {
                     if !insn::leads_to(&d.ins, next) {
                         return Err(format!("trace: {} does not go on to {next:#x}", d.ins));
                     }
-                    insn::emit_to_next(&mut e, d, next, guards[p + 1], dead[i])
+                    let replaced = parts[p + 1]
+                        .insns
+                        .first()
+                        .is_some_and(|f| insn::replaces_flags_first(&f.ins));
+                    insn::emit_to_next(&mut e, d, next, guards[p + 1], dead[i], replaced)
                 }
                 _ => insn::emit(&mut e, d, last, dead[i]),
             };
