@@ -357,10 +357,10 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             e.access_at(reg::RSP, 0, false, 8)?;
             e.a.mov(rcx, qword_ptr(r9 + r8))?;
             match e.loop_top {
-                // (Back to the top of the loop, or at least a direct exit there.)
-                Some((top, ..)) if e.ret_to_top => {
-                    ret_expecting(e, top)?;
-                    e.exit_const(top)?;
+                // (Back to the top of the loop, or at least a direct exit to its start.)
+                Some((start, ..)) if e.ret_to_top => {
+                    ret_expecting(e, start)?;
+                    e.exit_const(start)?;
                 }
                 _ => ret_exit(e)?,
             }

@@ -208,10 +208,8 @@ fn emit_function(
                 && part.insns[n - 1].ins.is_jcc_short_or_near();
             // The instruction right before a Jcc that goes on to the next block: its capture
             // may wait for the Jcc's paths (`Emit::defer_capture`).
-            e.defer_ok = next.is_some()
-                && i + 2 == n
-                && part.insns[n - 1].ins.is_jcc_short_or_near()
-                && !e.lazy_ok;
+            e.defer_ok =
+                next.is_some() && i + 2 == n && part.insns[n - 1].ins.is_jcc_short_or_near();
             let r = match next {
                 Some(next) if last => {
                     if !insn::leads_to(&d.ins, next) {
