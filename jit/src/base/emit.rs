@@ -420,12 +420,11 @@ impl Emit {
     pub fn hand_over(&mut self) -> Result<(), IcedError> {
         if let Some(size) = self.lazy.take() {
             // A `Logic` record of the result (its flags: CF, OF and AF 0, ZF, SF and PF of
-            // the result), three instructions instead of the capture's seven.
-            use crate::lift::flags::{encode, FlagOp};
+            // the result), two stores instead of the capture's seven instructions.
+            use crate::lift::flags::{code_imm, encode, FlagOp};
             self.a.mov(qword_ptr(rsi + Frame::OFF_FL_RES), rax)?;
-            self.a
-                .mov(r11, encode(FlagOp::Logic, size, flags::STATUS))?;
-            self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), r11)?;
+            let code = code_imm(encode(FlagOp::Logic, size, flags::STATUS));
+            self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), code)?;
             self.record_live = false;
             return Ok(());
         }
@@ -442,8 +441,8 @@ impl Emit {
             self.host = HostFlags::Stale;
         }
         self.a.mov(qword_ptr(rsi + Frame::OFF_FL_RES), r10)?;
-        self.a.mov(r11, crate::lift::flags::RAW_CODE)?;
-        self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), r11)?;
+        let code = crate::lift::flags::code_imm(crate::lift::flags::RAW_CODE);
+        self.a.mov(qword_ptr(rsi + Frame::OFF_FL_CODE), code)?;
         self.record_live = false;
         Ok(())
     }

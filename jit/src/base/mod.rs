@@ -418,8 +418,8 @@ fn fold_record(
     back: CodeLabel,
     merge: impl FnOnce(&mut CodeAssembler) -> Result<(), IcedError>,
 ) -> Result<(), IcedError> {
-    a.mov(rax, code)?;
-    a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), rax)?;
+    let code = crate::lift::flags::code_imm(code);
+    a.cmp(qword_ptr(rsi + Frame::OFF_FL_CODE), code)?;
     a.jne(miss)?;
     merge(a)?;
     a.jmp(back)

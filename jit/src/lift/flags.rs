@@ -111,7 +111,23 @@ pub const RAW_OP: u64 = 16;
 /// defines (every status flag; a mask reduced as for any record when later instructions
 /// redefine some). Not an operation of the static lowering: only `fold_flags` and the
 /// conditions of run-time records (`lift::flags_dyn`) read it.
-pub const RAW_CODE: u64 = RAW_OP | 8 << 16 | STATUS << 32;
+pub const RAW_CODE: u64 = RAW_OP | 8 << SIZE_SHIFT | STATUS << MASK_SHIFT;
+
+/// Where [`encode`] puts the operand size and the flags a record defines.
+pub const SIZE_SHIFT: u32 = 11;
+pub const MASK_SHIFT: u32 = 15;
+/// The bits of a code below its mask (operation, count, size).
+pub const BELOW_MASK: u64 = (1 << MASK_SHIFT) - 1;
+
+// Every code fits a sign-extended 32-bit immediate (one store of it).
+const _: () = assert!(RAW_CODE < 1 << 31 && (0xfff << MASK_SHIFT) < 1u64 << 31);
+
+/// `code` (of [`encode`], or [`RAW_CODE`]) as the sign-extended 32-bit immediate of a store
+/// or compare of the 64-bit field.
+pub fn code_imm(code: u64) -> i32 {
+    debug_assert!(code < 1 << 31, "{code:#x}");
+    code as i32
+}
 
 /// RFLAGS' status bits from a raw capture (the layout of [`RAW_CODE`]'s `res`).
 pub fn raw_status(raw: u64) -> u64 {
@@ -119,9 +135,10 @@ pub fn raw_status(raw: u64) -> u64 {
 }
 
 /// Run-time encoding of a static record (`Pending` with a constant operation): operation
-/// number in bits 0..8, shift count in bits 8..16, size in bits 16..24, the flags it defines
-/// in bits 32..64. 0: no record. ([`RAW_CODE`] is the one run-time record that is not a
-/// static one's.)
+/// number in bits 0..5, shift count in bits 5..11, size in bits 11..15 ([`SIZE_SHIFT`]), the
+/// flags it defines (RFLAGS bits 0..12) in bits 15..27 ([`MASK_SHIFT`]). 0: no record.
+/// ([`RAW_CODE`] is the one run-time record that is not a static one's.) Below 2^31, so
+/// that compiled code stores and compares a code as an immediate.)
 pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
     let (n, count) = match op {
         FlagOp::Add => (1, 0),
@@ -141,14 +158,18 @@ pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
         FlagOp::BitsOrKeep => (15, 0),
         FlagOp::Dyn => unreachable!("a run-time record has no static encoding"),
     };
-    n | (count as u64) << 8 | (size as u64) << 16 | mask << 32
+    debug_assert!(
+        count < 64 && size <= 8 && mask <= 0xfff,
+        "{op:?} {size} {mask:#x}"
+    );
+    n | (count as u64) << 5 | (size as u64) << SIZE_SHIFT | mask << MASK_SHIFT
 }
 
 /// Inverse of [`encode`] for the helper: (operation, size, defined flags); `None` for 0 or an
 /// unknown number.
 pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
-    let count = (code >> 8) as u8;
-    let op = match code & 0xff {
+    let count = ((code >> 5) & 0x3f) as u8;
+    let op = match code & 0x1f {
         1 => FlagOp::Add,
         2 => FlagOp::Sub,
         3 => FlagOp::Logic,
@@ -166,7 +187,7 @@ pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
         15 => FlagOp::BitsOrKeep,
         _ => return None,
     };
-    Some((op, (code >> 16) as u8, code >> 32))
+    Some((op, ((code >> SIZE_SHIFT) & 0xf) as u8, code >> MASK_SHIFT))
 }
 
 /// The RFLAGS bits `mask` as operation `op` on `size`-byte operands defines them (`a`, `b`,
@@ -561,7 +582,7 @@ impl Lower<'_> {
                         // Only the flags it still defines at compile time.
                         self.b
                             .ins()
-                            .band_imm_s(code, ((p.mask << 32) | 0xffff_ffff) as i64)
+                            .band_imm_s(code, ((p.mask << MASK_SHIFT) | BELOW_MASK) as i64)
                     };
                     Some((code, p.a, p.b, p.res, p.cin.expect("carry in")))
                 }
@@ -967,5 +988,41 @@ mod tests {
         );
         let code = encode(FlagOp::BitsOrKeep, 2, CF | OF);
         assert_eq!(decode(code), Some((FlagOp::BitsOrKeep, 2, CF | OF)));
+    }
+
+    /// Every static record's code decodes to what was encoded, and every code (the raw one
+    /// too) fits the sign-extended 32-bit immediate compiled code stores and compares it as;
+    /// a mask reduced in place (`band_imm` with `BELOW_MASK`) keeps the rest of the code.
+    #[test]
+    fn codes_round_trip_and_fit_an_immediate() {
+        let ops = [
+            FlagOp::Add,
+            FlagOp::Sub,
+            FlagOp::Logic,
+            FlagOp::Inc,
+            FlagOp::Dec,
+            FlagOp::Adc,
+            FlagOp::Sbb,
+            FlagOp::Rol,
+            FlagOp::Ror,
+            FlagOp::Mul,
+            FlagOp::Bits,
+            FlagOp::BitsOrKeep,
+        ];
+        let shifts = (0..64u8).flat_map(|c| [FlagOp::Shl(c), FlagOp::Shr(c), FlagOp::Sar(c)]);
+        for op in ops.into_iter().chain(shifts) {
+            for size in [1u8, 2, 4, 8] {
+                for mask in [STATUS, CF, CF | OF, STATUS & !CF, OF, ZF | SF] {
+                    let code = encode(op, size, mask);
+                    assert_eq!(decode(code), Some((op, size, mask)), "{code:#x}");
+                    assert_eq!(code_imm(code) as i64 as u64, code);
+                    let reduced = code & ((CF << MASK_SHIFT) | BELOW_MASK);
+                    assert_eq!(decode(reduced), Some((op, size, mask & CF)));
+                }
+            }
+        }
+        assert_eq!(code_imm(RAW_CODE) as i64 as u64, RAW_CODE);
+        assert_eq!(RAW_CODE & 0x1f, RAW_OP);
+        assert_eq!(decode(RAW_CODE), None, "the raw record is no static one");
     }
 }
