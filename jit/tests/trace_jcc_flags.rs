@@ -53,15 +53,27 @@ fn config() -> JitConfig {
     }
 }
 
-/// `add eax, [rbx]` first: the last round faults at it, RFLAGS those of `cmp ecx, 100`
-/// (CF set). Checked: with a memory operand taken as replacing the flags (no capture on the
-/// way on), the JIT's RFLAGS at the fault are older ones.
+/// `add eax, [rbx]` first, or `mov esi, [rbx]; add eax, esi`: the last round faults at the
+/// load, RFLAGS those of `cmp ecx, 100` (CF set). Checked: with a memory operand taken as
+/// replacing the flags, or a MOV from memory as leaving them alone (no capture on the way
+/// on), the JIT's RFLAGS at the fault are older ones.
 #[test]
 fn a_memory_operand_after_a_trace_jcc_sees_the_compare_s_flags() {
-    let code = program(|a| a.add(eax, dword_ptr(rbx)));
+    type First = fn(&mut CodeAssembler) -> Result<(), IcedError>;
+    let firsts: [First; 2] = [
+        |a| a.add(eax, dword_ptr(rbx)),
+        |a| {
+            a.mov(esi, dword_ptr(rbx))?;
+            a.add(eax, esi)
+        },
+    ];
     let setup = |m: &mut TestMachine| m.load(DATA_BASE + 0x100, &7u32.to_le_bytes());
     // (In one slice, so that the last round runs in the trace; then at every slice.)
-    for slices in [vec![1 << 20], short_slices()] {
+    for (first, slices) in firsts
+        .into_iter()
+        .flat_map(|f| [(f, vec![1 << 20]), (f, short_slices())])
+    {
+        let code = program(first);
         let (m, jit, exit) = compare(&code, &slices, config(), &setup);
         assert!(
             matches!(exit.reason, ExitReason::Exception(Fault::PageFault { .. })),
@@ -72,13 +84,28 @@ fn a_memory_operand_after_a_trace_jcc_sees_the_compare_s_flags() {
     }
 }
 
-/// `add eax, ebx` / `cmp ebx, 5` first (they replace the flags; nothing captured on the way
-/// on) and `adc eax, ebx` (reads CF: captured): every round to the end, at every budget
-/// slice, and under `Verify`.
+/// `add eax, ebx` / `cmp ebx, 5` first, or after MOVs of registers and immediates (they
+/// replace the flags; nothing captured on the way on), and `adc eax, ebx` (reads CF:
+/// captured), also after a MOV: every round to the end, at every budget slice, and under
+/// `Verify`.
 #[test]
 fn register_operands_after_a_trace_jcc_match_the_interpreter() {
     type First = fn(&mut CodeAssembler) -> Result<(), IcedError>;
-    let firsts: [First; 3] = [|a| a.add(eax, ebx), |a| a.cmp(ebx, 5), |a| a.adc(eax, ebx)];
+    let firsts: [First; 5] = [
+        |a| a.add(eax, ebx),
+        |a| a.cmp(ebx, 5),
+        |a| a.adc(eax, ebx),
+        |a| {
+            a.mov(esi, ebx)?;
+            a.movzx(edi, si)?;
+            a.mov(r9d, 3)?;
+            a.sub(eax, esi)
+        },
+        |a| {
+            a.mov(rsi, rbx)?;
+            a.adc(eax, esi)
+        },
+    ];
     for first in firsts {
         let code = program(first);
         for slices in [vec![1 << 20], short_slices()] {

@@ -537,26 +537,44 @@ fn jcc_toward(
     }
 }
 
-/// Does `ins` (the first instruction of a trace's next block) replace every status flag
-/// before anything the tier emits for it can read or clobber them: ADD, SUB, AND, OR, XOR,
-/// CMP or TEST of registers and immediates (no memory operand, so no probe and no deferring
-/// exit before it)? Then a capture waiting at the Jcc before it is not needed on the way on.
-pub fn replaces_flags_first(ins: &Instruction) -> bool {
+/// Do `insns` (a trace's next block) replace every status flag before anything the tier
+/// emits for them can read or clobber them: ADD, SUB, AND, OR, XOR, CMP or TEST of registers
+/// and immediates (no memory operand, so no probe and no deferring exit before it), after
+/// nothing but MOV, MOVZX, MOVSX and MOVSXD of registers and immediates (whose code leaves
+/// the host's flags alone)? Then a capture waiting at the Jcc before them is not needed on
+/// the way on.
+pub fn replaces_flags_first(insns: &[DecodedInsn]) -> bool {
     use Mnemonic::*;
-    matches!(ins.mnemonic(), Add | Sub | And | Or | Xor | Cmp | Test)
-        && (0..ins.op_count()).all(|op| match ins.op_kind(op) {
-            OpKind::Register => gpr_ref(ins.op_register(op)).is_some(),
-            k => matches!(
-                k,
-                OpKind::Immediate8
-                    | OpKind::Immediate16
-                    | OpKind::Immediate32
-                    | OpKind::Immediate8to16
-                    | OpKind::Immediate8to32
-                    | OpKind::Immediate8to64
-                    | OpKind::Immediate32to64
-            ),
-        })
+    for d in insns {
+        let ins = &d.ins;
+        if !register_operands(ins) {
+            return false;
+        }
+        match ins.mnemonic() {
+            Add | Sub | And | Or | Xor | Cmp | Test => return true,
+            Mov | Movzx | Movsx | Movsxd => continue,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Are `ins`'s operands general registers and immediates only?
+fn register_operands(ins: &Instruction) -> bool {
+    (0..ins.op_count()).all(|op| match ins.op_kind(op) {
+        OpKind::Register => gpr_ref(ins.op_register(op)).is_some(),
+        k => matches!(
+            k,
+            OpKind::Immediate8
+                | OpKind::Immediate16
+                | OpKind::Immediate32
+                | OpKind::Immediate8to16
+                | OpKind::Immediate8to32
+                | OpKind::Immediate8to64
+                | OpKind::Immediate32to64
+                | OpKind::Immediate64
+        ),
+    })
 }
 
 /// The condition that holds exactly when `c` does not.

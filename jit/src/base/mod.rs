@@ -215,10 +215,7 @@ fn emit_function(
                     if !insn::leads_to(&d.ins, next) {
                         return Err(format!("trace: {} does not go on to {next:#x}", d.ins));
                     }
-                    let replaced = parts[p + 1]
-                        .insns
-                        .first()
-                        .is_some_and(|f| insn::replaces_flags_first(&f.ins));
+                    let replaced = insn::replaces_flags_first(&parts[p + 1].insns);
                     insn::emit_to_next(&mut e, d, next, guards[p + 1], dead[i], replaced)
                 }
                 _ => insn::emit(&mut e, d, last, dead[i]),
