@@ -42,8 +42,8 @@ pub unsafe extern "C" fn raise(frame: *mut Frame, kind: u64) {
 /// baseline function's raw host flags) into `base`: the flags the record defines are
 /// replaced by the ones its operation computes. Pure function of its arguments.
 pub extern "C" fn fold_flags(base: u64, code: u64, a: u64, b: u64, res: u64, cin: u64) -> u64 {
-    use crate::lift::flags::{bits_of, decode, raw_status, MASK_SHIFT, RAW_OP};
-    if code & 0x1f == RAW_OP {
+    use crate::lift::flags::{bits_of, decode, raw_status, MASK_SHIFT, OP_FIELD, RAW_OP};
+    if code & OP_FIELD == RAW_OP {
         let mask = code >> MASK_SHIFT;
         return (base & !mask) | (raw_status(res) & mask);
     }

@@ -341,9 +341,7 @@ pub fn emit(e: &mut Emit, d: &DecodedInsn, last: bool, dead: bool) -> Result<(),
             // (R8 left where it is: a run of POPs reads at growing displacements.)
             let d = e.access_near(reg::RSP, 0, false, 8, true)?;
             e.a.mov(rax, qword_ptr(r9 + r8 + d))?;
-            e.a.lea(r11, qword_ptr(r8 + (d + 8)))?;
-            e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
-            e.reg_moved(reg::RSP, 8);
+            rsp_past_pop(e, d)?;
             e.a.mov(qword_ptr(rdi + gpr_off(g)), rax)?;
             e.reg_written(g);
         }
@@ -497,7 +495,13 @@ fn ret_expecting(e: &mut Emit, rip: u64) -> Result<(), IcedError> {
     ret_exit(e)?;
     e.restore(before);
     e.a.set_label(&mut same)?;
-    e.a.lea(r11, qword_ptr(r8 + 8))?;
+    rsp_past_pop(e, 0)
+}
+
+/// RSP moved past the qword a POP or RET read at `[R9 + R8 + d]` (R8 kept: the next access
+/// through RSP may take the same hit).
+fn rsp_past_pop(e: &mut Emit, d: i32) -> Result<(), IcedError> {
+    e.a.lea(r11, qword_ptr(r8 + (d + 8)))?;
     e.a.mov(qword_ptr(rdi + gpr_off(reg::RSP)), r11)?;
     e.reg_moved(reg::RSP, 8);
     Ok(())

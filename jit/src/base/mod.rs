@@ -196,26 +196,28 @@ fn emit_function(
         }
         // Per block: the way on to the next one is a barrier for the flags, as an exit is.
         let dead = insn::dead_flags(&part.insns);
+        let ends_in_jcc = part
+            .insns
+            .last()
+            .is_some_and(|d| d.ins.is_jcc_short_or_near());
         for (i, d) in part.insns.iter().enumerate() {
             e.start_insn(before as usize + i, d);
             let last = i + 1 == n;
+            let before_jcc = i + 2 == n && ends_in_jcc;
             // The instruction right before the function's last, a Jcc whose both ways exit
             // (not a loop's way back to the top, which wants RFLAGS whole): its flags may go
             // to the exits lazily.
-            e.lazy_ok = next.is_none()
-                && i + 2 == n
-                && e.loop_top.is_none()
-                && part.insns[n - 1].ins.is_jcc_short_or_near();
+            e.lazy_ok = before_jcc && next.is_none() && e.loop_top.is_none();
             // The instruction right before a Jcc that goes on to the next block: its capture
             // may wait for the Jcc's paths (`Emit::defer_capture`).
-            e.defer_ok =
-                next.is_some() && i + 2 == n && part.insns[n - 1].ins.is_jcc_short_or_near();
+            e.defer_ok = before_jcc && next.is_some();
             let r = match next {
                 Some(next) if last => {
                     if !insn::leads_to(&d.ins, next) {
                         return Err(format!("trace: {} does not go on to {next:#x}", d.ins));
                     }
-                    let replaced = insn::replaces_flags_first(&parts[p + 1].insns);
+                    // (Only a Jcc's way on asks.)
+                    let replaced = ends_in_jcc && insn::replaces_flags_first(&parts[p + 1].insns);
                     insn::emit_to_next(&mut e, d, next, guards[p + 1], dead[i], replaced)
                 }
                 _ => insn::emit(&mut e, d, last, dead[i]),

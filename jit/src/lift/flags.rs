@@ -113,7 +113,10 @@ pub const RAW_OP: u64 = 16;
 /// conditions of run-time records (`lift::flags_dyn`) read it.
 pub const RAW_CODE: u64 = RAW_OP | 8 << SIZE_SHIFT | STATUS << MASK_SHIFT;
 
-/// Where [`encode`] puts the operand size and the flags a record defines.
+/// The bits of a code that hold the operation number (see [`encode`]).
+pub const OP_FIELD: u64 = 0x1f;
+/// Where [`encode`] puts the shift count, the operand size and the flags a record defines.
+const COUNT_SHIFT: u32 = 5;
 pub const SIZE_SHIFT: u32 = 11;
 pub const MASK_SHIFT: u32 = 15;
 /// The bits of a code below its mask (operation, count, size).
@@ -138,7 +141,7 @@ pub fn raw_status(raw: u64) -> u64 {
 /// number in bits 0..5, shift count in bits 5..11, size in bits 11..15 ([`SIZE_SHIFT`]), the
 /// flags it defines (RFLAGS bits 0..12) in bits 15..27 ([`MASK_SHIFT`]). 0: no record.
 /// ([`RAW_CODE`] is the one run-time record that is not a static one's.) Below 2^31, so
-/// that compiled code stores and compares a code as an immediate.)
+/// that compiled code stores and compares a code as an immediate ([`code_imm`]).
 pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
     let (n, count) = match op {
         FlagOp::Add => (1, 0),
@@ -162,14 +165,14 @@ pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
         count < 64 && size <= 8 && mask <= 0xfff,
         "{op:?} {size} {mask:#x}"
     );
-    n | (count as u64) << 5 | (size as u64) << SIZE_SHIFT | mask << MASK_SHIFT
+    n | (count as u64) << COUNT_SHIFT | (size as u64) << SIZE_SHIFT | mask << MASK_SHIFT
 }
 
 /// Inverse of [`encode`] for the helper: (operation, size, defined flags); `None` for 0 or an
 /// unknown number.
 pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
-    let count = ((code >> 5) & 0x3f) as u8;
-    let op = match code & 0x1f {
+    let count = ((code >> COUNT_SHIFT) & 0x3f) as u8;
+    let op = match code & OP_FIELD {
         1 => FlagOp::Add,
         2 => FlagOp::Sub,
         3 => FlagOp::Logic,
@@ -1022,7 +1025,7 @@ mod tests {
             }
         }
         assert_eq!(code_imm(RAW_CODE) as i64 as u64, RAW_CODE);
-        assert_eq!(RAW_CODE & 0x1f, RAW_OP);
+        assert_eq!(RAW_CODE & OP_FIELD, RAW_OP);
         assert_eq!(decode(RAW_CODE), None, "the raw record is no static one");
     }
 }
