@@ -217,7 +217,8 @@ fn div(l: &mut Lower, d: &DecodedInsn, signed: bool, src: Value, size: u8) {
             let wide = l.b.ins().icmp(IntCC::NotEqual, hi, sign);
             let slow = l.b.ins().bor(bad, wide);
             handler_exit_if(l, slow, d);
-            (l.b.ins().sdiv(lo, src), l.b.ins().srem(lo, src))
+            let q = l.b.ins().sdiv(lo, src);
+            (q, rem_of(l, lo, q, src))
         } else {
             // Fast: rDX < divisor (so the divisor is non-zero and the quotient fits).
             let slow = l.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, hi, src);
@@ -232,13 +233,12 @@ fn div(l: &mut Lower, d: &DecodedInsn, signed: bool, src: Value, size: u8) {
             l.b.seal_block(wide);
             l.b.switch_to_block(narrow);
             let q = l.b.ins().udiv(lo, src);
-            let r = l.b.ins().urem(lo, src);
+            let r = rem_of(l, lo, q, src);
             l.b.ins().jump(join, &[q.into(), r.into()]);
             l.b.switch_to_block(wide);
             let q = call_udiv128(l, hi, lo, src);
             // The remainder fits in 64 bits: the low half of hi:lo - q * src.
-            let p = l.b.ins().imul(q, src);
-            let r = l.b.ins().isub(lo, p);
+            let r = rem_of(l, lo, q, src);
             l.b.ins().jump(join, &[q.into(), r.into()]);
             l.b.seal_block(join);
             l.b.switch_to_block(join);
@@ -274,11 +274,12 @@ fn div(l: &mut Lower, d: &DecodedInsn, signed: bool, src: Value, size: u8) {
         };
         let one = l.iconst(1);
         let sd = l.b.ins().select(bad, one, dv);
-        let (q, r) = if signed {
-            (l.b.ins().sdiv(n, sd), l.b.ins().srem(n, sd))
+        let q = if signed {
+            l.b.ins().sdiv(n, sd)
         } else {
-            (l.b.ins().udiv(n, sd), l.b.ins().urem(n, sd))
+            l.b.ins().udiv(n, sd)
         };
+        let r = rem_of(l, n, q, sd);
         // The quotient must fit in `size` bytes (signed or unsigned).
         let fits = if signed {
             let s = l.sext(q, size);
@@ -300,6 +301,15 @@ fn div(l: &mut Lower, d: &DecodedInsn, signed: bool, src: Value, size: u8) {
         l.write_reg(ra, q);
         l.write_reg(rd, r);
     }
+}
+
+/// The remainder of `n / dv` whose quotient is `q`: `n - q * dv` (exact in wrapping 64-bit
+/// arithmetic, as `n = q * dv + r`). Cranelift has no combined division, and its `srem` /
+/// `urem` are a second host division each (arith's loop of four guest divisions ran eight,
+/// ~40 cycles apiece); a multiply and a subtract cost ~4.
+fn rem_of(l: &mut Lower, n: Value, q: Value, dv: Value) -> Value {
+    let p = l.b.ins().imul(q, dv);
+    l.b.ins().isub(n, p)
 }
 
 /// Call [`udiv128`].
