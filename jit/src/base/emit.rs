@@ -944,8 +944,7 @@ impl Emit {
         self.a.mov(rax, rcx)?;
         self.a.shr(rax, 12)?;
         self.a.xor(edx, edx)?;
-        self.a.mov(r11, self.vpn)?;
-        self.a.cmp(rax, r11)?;
+        cmp_const(&mut self.a, rax, self.vpn)?;
         self.a.mov(r11, self.own)?;
         self.a.cmove(rdx, r11)?;
         let link = if self.dyn_links {
@@ -995,6 +994,22 @@ impl Emit {
     /// `None` when the link table has none left.
     fn link_for(&mut self, t: u64) -> Option<u64> {
         chain::link_for(self.links, &mut self.new_links, t)
+    }
+}
+
+/// `cmp r, value`: against an immediate when `value` is a sign-extended 32-bit one (a RIP or
+/// page number of the low 2 GiB), else through R11 (clobbered then).
+pub(super) fn cmp_const(
+    a: &mut CodeAssembler,
+    r: AsmRegister64,
+    value: u64,
+) -> Result<(), IcedError> {
+    match i32::try_from(value as i64) {
+        Ok(imm) => a.cmp(r, imm),
+        Err(_) => {
+            a.mov(r11, value)?;
+            a.cmp(r, r11)
+        }
     }
 }
 

@@ -439,8 +439,7 @@ pub fn emit_to_next(
         Code::Call_rm64 => {
             // As the CALL that ends a block (`emit`), up to the exit.
             call_indirect(e, ins)?;
-            e.a.mov(rax, next)?;
-            e.a.cmp(rcx, rax)?;
+            super::emit::cmp_const(&mut e.a, rcx, next)?;
             e.host = super::emit::HostFlags::Stale;
             let before = e.branch_state();
             let mut miss = e.a.create_label();
@@ -486,8 +485,7 @@ fn ret_exit(e: &mut Emit) -> Result<(), IcedError> {
 /// of a trace, or the start of the function: `Emit::ret_to_top`): when it does, RSP moves
 /// past the address and the code after this goes on; else the exit to the address popped.
 fn ret_expecting(e: &mut Emit, rip: u64) -> Result<(), IcedError> {
-    e.a.mov(rax, rip)?;
-    e.a.cmp(rcx, rax)?;
+    super::emit::cmp_const(&mut e.a, rcx, rip)?;
     e.host = super::emit::HostFlags::Stale;
     let before = e.branch_state();
     let mut same = e.a.create_label();
