@@ -7,6 +7,7 @@
 //! the binary by [`programs`]) with bigger inputs; they are built with the host's gcc (or
 //! musl-gcc) on first use. Prebuilt binaries can be given instead (`--programs DIR`).
 
+mod measure;
 pub mod programs;
 pub mod run;
 
@@ -147,7 +148,7 @@ fn bench(args: &BenchArgs) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for item in &items {
         let engines: Vec<&str> = args.engines.split(',').map(str::trim).collect();
-        let row = measure(
+        let row = measure::measure(
             item,
             runs,
             &lockstep,
@@ -314,156 +315,6 @@ fn first_stderr_line(o: &Output) -> String {
     let text = String::from_utf8_lossy(&o.stderr);
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     line.chars().take(160).collect()
-}
-
-/// Runs one program `runs` times on each engine (interleaved: native, qemu, lockstep per round,
-/// so that all three see the same machine load) and checks that outputs agree.
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    item: &Item,
-    runs: usize,
-    lockstep: &Path,
-    qemu: Option<&Path>,
-    seed: &str,
-    timeout: Duration,
-    engines: &[&str],
-) -> Row {
-    let mut row = Row {
-        name: item.name.clone(),
-        args: item.guest.args.clone(),
-        ..Row::default()
-    };
-    let (mut native_t, mut qemu_t) = (Vec::new(), Vec::new());
-    let (mut interp_t, mut jit_t) = (Vec::new(), Vec::new());
-    let mut reference: Option<Output> = None;
-    let mut qemu_ok = true;
-    let mut engine_ok = [engines.contains(&"interp"), engines.contains(&"jit")];
-    // The state hash of the first lockstep run: both engines must reach the same state.
-    let mut hash: Option<String> = None;
-    for round in 0..runs {
-        eprintln!("lockstep bench: {} round {}/{runs}", item.name, round + 1);
-        let native = run::run_native(&item.guest, timeout);
-        if let Some(n) = describe_failure("native", &native) {
-            note(&mut row, n);
-            break;
-        }
-        let native = native.expect("checked above");
-        native_t.push(native.wall.as_secs_f64());
-        if self_checks_failed(&native.stdout) {
-            note(&mut row, "native: the program's self-checks failed".into());
-        }
-        let reference = reference.get_or_insert(native);
-
-        if let (Some(q), true) = (qemu, qemu_ok) {
-            let out = run::run_qemu(q, &item.guest, timeout);
-            match describe_failure("qemu", &out) {
-                Some(n) => {
-                    note(&mut row, n);
-                    qemu_ok = false;
-                }
-                None => {
-                    let out = out.expect("checked above");
-                    if out.stdout != reference.stdout || out.exit != reference.exit {
-                        note(&mut row, format!("qemu output differs ({})", out.exit));
-                    }
-                    qemu_t.push(out.wall.as_secs_f64());
-                }
-            }
-        }
-
-        for (ei, engine) in ["interp", "jit"].into_iter().enumerate() {
-            if !engine_ok[ei] {
-                continue;
-            }
-            let what = format!("lockstep --engine {engine}");
-            // (Timed without the JIT's statistics, which count every chained jump; they come
-            // from one more run below.)
-            let out = run::run_lockstep_env(
-                lockstep,
-                &["--engine", engine],
-                &[],
-                seed,
-                &item.guest,
-                timeout,
-            );
-            if let Some(n) = describe_failure(&what, &out) {
-                note(&mut row, n);
-                engine_ok[ei] = false;
-                continue;
-            }
-            let out = out.expect("checked above");
-            let (_, stats) = run::split_stats(&out.stderr);
-            let s = match stats {
-                Ok(s) => s,
-                Err(e) => {
-                    let line = first_stderr_line(&out);
-                    note(
-                        &mut row,
-                        format!("{what}: {}: {e}; stderr: {line}", out.exit),
-                    );
-                    engine_ok[ei] = false;
-                    continue;
-                }
-            };
-            if out.stdout != reference.stdout || out.exit != reference.exit {
-                note(
-                    &mut row,
-                    format!(
-                        "{what}: output differs from native ({} vs {})",
-                        out.exit, reference.exit
-                    ),
-                );
-            }
-            if row.retired.is_some_and(|r| r != s.retired) {
-                note(
-                    &mut row,
-                    format!("{what}: retired count differs between runs"),
-                );
-            }
-            if hash.as_ref().is_some_and(|h| *h != s.hash) {
-                note(&mut row, format!("{what}: state hash differs between runs"));
-            }
-            row.retired = Some(s.retired);
-            hash = Some(s.hash);
-            if engine == "jit" {
-                jit_t.push(out.wall.as_secs_f64());
-            } else {
-                interp_t.push(out.wall.as_secs_f64());
-            }
-        }
-    }
-    if engine_ok[1] {
-        // The JIT's statistics (compiles, cache, chain rate), untimed; the run must end in
-        // the same state.
-        let out = run::run_lockstep_env(
-            lockstep,
-            &["--engine", "jit"],
-            &[("LOCKSTEP_JIT_STATS", "1")],
-            seed,
-            &item.guest,
-            timeout,
-        );
-        match out {
-            Ok(o) => {
-                if let Some(js) = run::parse_jit_stats(&o.stderr) {
-                    row.jit_stats = js;
-                }
-                let (_, stats) = run::split_stats(&o.stderr);
-                if stats.is_ok_and(|s| hash.as_ref().is_some_and(|h| *h != s.hash)) {
-                    note(
-                        &mut row,
-                        "lockstep --engine jit: state hash differs with LOCKSTEP_JIT_STATS".into(),
-                    );
-                }
-            }
-            Err(e) => note(&mut row, format!("lockstep --engine jit (statistics): {e}")),
-        }
-    }
-    row.native = median(&mut native_t);
-    row.qemu = median(&mut qemu_t);
-    row.interp = median(&mut interp_t);
-    row.jit = median(&mut jit_t);
-    row
 }
 
 fn fmt_time(t: Option<f64>) -> String {
