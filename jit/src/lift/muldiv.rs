@@ -306,7 +306,7 @@ fn div(l: &mut Lower, d: &DecodedInsn, signed: bool, src: Value, size: u8) {
 /// The remainder of `n / dv` whose quotient is `q`: `n - q * dv` (exact in wrapping 64-bit
 /// arithmetic, as `n = q * dv + r`). Cranelift has no combined division, and its `srem` /
 /// `urem` are a second host division each (arith's loop of four guest divisions ran eight,
-/// ~40 cycles apiece); a multiply and a subtract cost ~4.
+/// each tens of cycles); a multiply and a subtract cost a few.
 fn rem_of(l: &mut Lower, n: Value, q: Value, dv: Value) -> Value {
     let p = l.b.ins().imul(q, dv);
     l.b.ins().isub(n, p)
