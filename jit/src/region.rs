@@ -219,6 +219,17 @@ pub fn self_recursive(blocks: &[&Block]) -> bool {
         return false;
     }
     let starts: Vec<u64> = blocks.iter().map(|b| start(b)).collect();
+    // (Most searches hold no call to one of their own blocks: done before the successor
+    // lists, which cost a scan of `starts` per edge — 1.3% of fpmath's run at every compile.)
+    let calls_inside = blocks.iter().any(|b| {
+        b.insns
+            .last()
+            .filter(|d| d.ins.is_call_near())
+            .is_some_and(|d| starts.contains(&d.ins.near_branch_target()))
+    });
+    if !calls_inside {
+        return false;
+    }
     let succ: Vec<Vec<usize>> = blocks
         .iter()
         .map(|b| {
