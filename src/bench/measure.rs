@@ -39,6 +39,12 @@ fn round_order(runners: &[Runner], round: usize) -> Vec<Runner> {
 struct Tally<'a> {
     row: Row,
     guest: &'a Guest,
+    /// How to run it: the lockstep executable, qemu-x86_64 (if it runs), `--seed`, the
+    /// timeout of one run.
+    lockstep: &'a Path,
+    qemu: Option<&'a Path>,
+    seed: &'a str,
+    timeout: Duration,
     native_t: Vec<f64>,
     qemu_t: Vec<f64>,
     engine_t: [Vec<f64>; 2],
@@ -52,28 +58,17 @@ struct Tally<'a> {
 
 impl Tally<'_> {
     /// Runs `who` once; `false` when the native run failed (no reference: stop measuring).
-    fn run(
-        &mut self,
-        who: Runner,
-        lockstep: &Path,
-        qemu: Option<&Path>,
-        seed: &str,
-        timeout: Duration,
-    ) -> bool {
+    fn run(&mut self, who: Runner) -> bool {
         match who {
-            Runner::Native => return self.native(timeout),
-            Runner::Qemu => {
-                if let Some(q) = qemu {
-                    self.qemu(q, timeout);
-                }
-            }
-            Runner::Engine(e) => self.engine(e, lockstep, seed, timeout),
+            Runner::Native => return self.native(),
+            Runner::Qemu => self.qemu(),
+            Runner::Engine(e) => self.engine(e),
         }
         true
     }
 
-    fn native(&mut self, timeout: Duration) -> bool {
-        let native = run::run_native(self.guest, timeout);
+    fn native(&mut self) -> bool {
+        let native = run::run_native(self.guest, self.timeout);
         if let Some(n) = describe_failure("native", &native) {
             note(&mut self.row, n);
             return false;
@@ -101,11 +96,11 @@ impl Tally<'_> {
         }
     }
 
-    fn qemu(&mut self, q: &Path, timeout: Duration) {
-        if !self.qemu_ok {
+    fn qemu(&mut self) {
+        let Some(q) = self.qemu.filter(|_| self.qemu_ok) else {
             return;
-        }
-        let out = run::run_qemu(q, self.guest, timeout);
+        };
+        let out = run::run_qemu(q, self.guest, self.timeout);
         if let Some(n) = describe_failure("qemu", &out) {
             note(&mut self.row, n);
             self.qemu_ok = false;
@@ -118,7 +113,7 @@ impl Tally<'_> {
         self.qemu_t.push(out.wall.as_secs_f64());
     }
 
-    fn engine(&mut self, ei: usize, lockstep: &Path, seed: &str, timeout: Duration) {
+    fn engine(&mut self, ei: usize) {
         if !self.engine_ok[ei] {
             return;
         }
@@ -127,12 +122,12 @@ impl Tally<'_> {
         // (Timed without the JIT's statistics, which count every chained jump; they come from
         // one more run after the rounds.)
         let out = run::run_lockstep_env(
-            lockstep,
+            self.lockstep,
             &["--engine", engine],
             &[],
-            seed,
+            self.seed,
             self.guest,
-            timeout,
+            self.timeout,
         );
         if let Some(n) = describe_failure(&what, &out) {
             note(&mut self.row, n);
@@ -195,6 +190,10 @@ pub(super) fn measure(
             ..Row::default()
         },
         guest: &item.guest,
+        lockstep,
+        qemu,
+        seed,
+        timeout,
         native_t: Vec::new(),
         qemu_t: Vec::new(),
         engine_t: [Vec::new(), Vec::new()],
@@ -215,7 +214,7 @@ pub(super) fn measure(
     'rounds: for round in 0..runs {
         eprintln!("lockstep bench: {} round {}/{runs}", item.name, round + 1);
         for who in round_order(&runners, round) {
-            if !t.run(who, lockstep, qemu, seed, timeout) {
+            if !t.run(who) {
                 break 'rounds;
             }
         }

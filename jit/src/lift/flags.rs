@@ -115,9 +115,12 @@ pub const RAW_CODE: u64 = RAW_OP | 8 << SIZE_SHIFT | STATUS << MASK_SHIFT;
 
 /// The bits of a code that hold the operation number (see [`encode`]).
 pub const OP_FIELD: u64 = 0x1f;
-/// Where [`encode`] puts the shift count, the operand size and the flags a record defines.
+/// Where [`encode`] puts the shift count, the operand size and the flags a record defines,
+/// and the bits of the count and size fields.
 const COUNT_SHIFT: u32 = 5;
+const COUNT_FIELD: u64 = 0x3f << COUNT_SHIFT;
 pub const SIZE_SHIFT: u32 = 11;
+pub const SIZE_FIELD: u64 = 0xf << SIZE_SHIFT;
 pub const MASK_SHIFT: u32 = 15;
 /// The bits of a code below its mask (operation, count, size).
 pub const BELOW_MASK: u64 = (1 << MASK_SHIFT) - 1;
@@ -171,7 +174,7 @@ pub fn encode(op: FlagOp, size: u8, mask: u64) -> u64 {
 /// Inverse of [`encode`] for the helper: (operation, size, defined flags); `None` for 0 or an
 /// unknown number.
 pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
-    let count = ((code >> COUNT_SHIFT) & 0x3f) as u8;
+    let count = ((code & COUNT_FIELD) >> COUNT_SHIFT) as u8;
     let op = match code & OP_FIELD {
         1 => FlagOp::Add,
         2 => FlagOp::Sub,
@@ -190,7 +193,11 @@ pub fn decode(code: u64) -> Option<(FlagOp, u8, u64)> {
         15 => FlagOp::BitsOrKeep,
         _ => return None,
     };
-    Some((op, ((code >> SIZE_SHIFT) & 0xf) as u8, code >> MASK_SHIFT))
+    Some((
+        op,
+        ((code & SIZE_FIELD) >> SIZE_SHIFT) as u8,
+        code >> MASK_SHIFT,
+    ))
 }
 
 /// The RFLAGS bits `mask` as operation `op` on `size`-byte operands defines them (`a`, `b`,

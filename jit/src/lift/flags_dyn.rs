@@ -13,14 +13,11 @@
 //! it tests the RFLAGS bits they hold; any other record takes the old path in a cold block.
 //! The record stays pending either way: exits hand it over as before.
 
-use super::flags::{encode, FlagOp, Pending, RAW_CODE, SIZE_SHIFT};
+use super::flags::{encode, FlagOp, Pending, RAW_CODE, SIZE_FIELD, SIZE_SHIFT};
 use super::Lower;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
 use iced_x86::ConditionCode;
 use lockstep_interp::state::flags::STATUS;
-
-/// Bits of a record's code that hold the operand size (see `flags::encode`).
-const SIZE_FIELD: i64 = 0xf << SIZE_SHIFT;
 
 impl Lower<'_> {
     /// `cc` from the run-time record `p` (`Some` for the conditions of CF, ZF and SF, which
@@ -34,7 +31,7 @@ impl Lower<'_> {
             return None;
         }
         let code = p.code?;
-        let key = self.b.ins().band_imm_s(code, !SIZE_FIELD);
+        let key = self.b.ins().band_imm_s(code, !SIZE_FIELD as i64);
         let sub_key = encode(FlagOp::Sub, 0, STATUS) as i64;
         let logic_key = encode(FlagOp::Logic, 0, STATUS) as i64;
         let is_sub = self.b.ins().icmp_imm_s(IntCC::Equal, key, sub_key);
@@ -55,7 +52,7 @@ impl Lower<'_> {
         // Operands zero-extended from `size` bytes, shifted left by 64 - 8 * size: equal and
         // unsigned order are kept, and the sign bit is the operand's.
         self.b.switch_to_block(fast);
-        let size = self.b.ins().band_imm_s(code, SIZE_FIELD);
+        let size = self.b.ins().band_imm_s(code, SIZE_FIELD as i64);
         // (The size in bytes times 8: its bits.)
         let bits = self.b.ins().ushr_imm_s(size, SIZE_SHIFT as i64 - 3);
         let sixty_four = self.b.ins().iconst(types::I64, 64);
