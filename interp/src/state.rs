@@ -529,4 +529,78 @@ impl StateHasher {
     pub fn finish(&self) -> u64 {
         self.0
     }
+
+    /// A block of bytes (a guest page) in one step: its [`block_digest`] fed as four `u64`s.
+    /// Byte-at-a-time FNV-1a runs at one multiplication's latency per byte; on the `heap`
+    /// benchmark, hashing its populated pages at the end of `lockstep user --stats` was ~3%
+    /// of the run.
+    pub fn block(&mut self, b: &[u8]) {
+        for lane in block_digest(b) {
+            self.u64(lane);
+        }
+    }
+}
+
+/// The digest of `b` that [`StateHasher::block`] feeds in: four lanes over its little-endian
+/// 64-bit words (word `i` to lane `i % 4`), each step `x = (lane ^ word) * K`,
+/// `lane = x ^ (x >> 32)` — a bijection of the lane for each word and injective in the word
+/// for each lane, so a block that differs from another in one word always has another
+/// digest. The lanes run side by side (no step waits for another lane). A tail shorter than
+/// 32 bytes is padded with zeros, and the length goes into the last lane.
+pub fn block_digest(b: &[u8]) -> [u64; 4] {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut lanes: [u64; 4] = [
+        0x243f_6a88_85a3_08d3,
+        0x1319_8a2e_0370_7344,
+        0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    ];
+    let mut step = |c: &[u8]| {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&c[i * 8..i * 8 + 8]);
+            let x = (*lane ^ u64::from_le_bytes(w)).wrapping_mul(K);
+            *lane = x ^ (x >> 32);
+        }
+    };
+    let mut chunks = b.chunks_exact(32);
+    for c in &mut chunks {
+        step(c);
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        let mut last = [0u8; 32];
+        last[..tail.len()].copy_from_slice(tail);
+        step(&last);
+    }
+    lanes[3] ^= b.len() as u64;
+    lanes
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::block_digest;
+
+    /// Every one-bit change of a page changes its digest, whatever word and bit; a tail of
+    /// zeros is not the same as no tail (the length counts); the lanes are not all alike.
+    #[test]
+    fn one_bit_changes_the_digest() {
+        let mut page = vec![0u8; 4096];
+        for (i, b) in page.iter_mut().enumerate() {
+            *b = (i * 7 % 251) as u8;
+        }
+        let d = block_digest(&page);
+        for byte in (0..4096).step_by(61).chain([0, 7, 8, 31, 32, 4095]) {
+            for bit in 0..8 {
+                page[byte] ^= 1 << bit;
+                assert_ne!(block_digest(&page), d, "byte {byte} bit {bit}");
+                page[byte] ^= 1 << bit;
+            }
+        }
+        assert_eq!(block_digest(&page), d);
+        assert_ne!(block_digest(&[1, 2, 3]), block_digest(&[1, 2, 3, 0]));
+        assert_ne!(block_digest(&[]), block_digest(&[0]));
+        let z = block_digest(&[0u8; 4096]);
+        assert!(z[0] != z[1] && z[1] != z[2] && z[2] != z[3]);
+    }
 }

@@ -151,14 +151,15 @@ impl Guest {
     }
 
     /// The run's state hash: the CPU's state hash, then every populated user page (address
-    /// and bytes) in ascending address order, all through 64-bit FNV-1a.
+    /// and the page's digest, `state::block_digest`) in ascending address order, all through
+    /// 64-bit FNV-1a.
     pub fn state_hash(&self) -> u64 {
         let mut h = StateHasher::default();
         h.u64(self.cpu.state_hash());
         let bytes = self.ram.bytes();
         for (va, frame) in self.mm.pages() {
             h.u64(va);
-            h.bytes(&bytes[frame as usize..(frame + PAGE_SIZE) as usize]);
+            h.block(&bytes[frame as usize..(frame + PAGE_SIZE) as usize]);
         }
         h.finish()
     }
