@@ -342,11 +342,13 @@ impl LinkTable {
         self.links.clear();
     }
 
-    /// The link at `addr` (a test's view of what the stub wrote).
-    #[cfg(test)]
+    /// The link at `addr` (what the stubs wrote: `patch::Patches::scan`, tests).
     pub fn at(&self, addr: u64) -> Option<&Link> {
-        let i = addr.checked_sub(self.links.as_ptr() as u64)? / LINK_BYTES as u64;
-        self.links.get(i as usize)
+        let off = addr.checked_sub(self.links.as_ptr() as u64)?;
+        if off % LINK_BYTES as u64 != 0 {
+            return None;
+        }
+        self.links.get((off / LINK_BYTES as u64) as usize)
     }
 }
 

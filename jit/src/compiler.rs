@@ -94,6 +94,10 @@ pub struct Compiler {
     /// Blocks shorter than this are never promoted.
     promote_min: usize,
     counters: base::RunCounters,
+    /// Baseline exits jump straight to their targets' fast entries once their links are
+    /// filled (`crate::patch`, `JitConfig::patch_exits`).
+    use_patch: bool,
+    patches: crate::patch::Patches,
 }
 
 /// What the baseline tier is given of a compile it may take ([`Compiler::compile`]).
@@ -380,6 +384,8 @@ impl Compiler {
             promote_after: 0,
             promote_min: 0,
             counters: base::RunCounters::default(),
+            use_patch: true,
+            patches: crate::patch::Patches::default(),
         }
     }
 
@@ -390,6 +396,11 @@ impl Compiler {
         self.use_base = on;
         self.promote_after = promote_after;
         self.promote_min = promote_min;
+    }
+
+    /// Whether baseline functions get patchable exits and fast entries (`crate::patch`).
+    pub fn set_patch_exits(&mut self, on: bool) {
+        self.use_patch = on;
     }
 
     /// The C-convention entry of this module (valid until [`Compiler::reset`]).
@@ -615,6 +626,7 @@ impl Compiler {
             fold: self.helpers.fold,
             counter,
             count_chains: self.count_chains,
+            patch: self.use_patch && self.use_links,
         };
         let code = base::compile(block, trace, &target)?;
         // The links the exits were given, before the function can run.
@@ -622,6 +634,15 @@ impl Compiler {
         self.module()
             .define_function_bytes(id, 16, &code.bytes, &[])
             .map_err(|e| format!("{e:?}"))?;
+        if let Some(fast) = code.fast {
+            let exits = crate::patch::BaseExits {
+                fast,
+                check: code.check,
+                len: code.len,
+                sites: code.sites.clone(),
+            };
+            self.patches.add(id, exits);
+        }
         let listing = (keep_ir || self.dump_ir.is_some()).then(|| {
             let mut text = format!("; baseline rip={:#x}\n", block.key().rip);
             for b in core::iter::once(block).chain(trace.iter().copied()) {
@@ -659,15 +680,36 @@ impl Compiler {
 
     /// Empty the links to `rips` (sorted): functions for them were just made callable (see
     /// `crate::chain::LinkTable::unlink`).
-    pub fn unlink(&mut self, rips: &[u64]) {
+    /// Exits patched to them go back through their links (`crate::patch`).
+    pub fn unlink(&mut self, rips: &[u64]) -> Result<(), String> {
         self.links.unlink(rips);
+        self.patches.scan(&self.links)
     }
 
-    /// Make every defined function callable.
+    /// Make every defined function callable, and point the exits whose links hold a
+    /// baseline function at its fast entry (`crate::patch`).
     pub fn finalize(&mut self) -> Result<(), String> {
         self.module()
             .finalize_definitions()
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        let module = self.module.as_ref().expect("module present");
+        self.patches
+            .finalized(|id| module.get_finalized_function(id) as u64);
+        self.patches.scan(&self.links)
+    }
+
+    /// The dispatcher's periodic scan ([`crate::patch::Patches::due`]): `Ok(true)` when it
+    /// scanned.
+    pub fn scan_exits_if_due(&mut self) -> Result<bool, String> {
+        if !self.patches.due() {
+            return Ok(false);
+        }
+        self.patches.scan(&self.links).map(|_| true)
+    }
+
+    /// Exit jumps patched so far (statistics).
+    pub fn patched_exits(&self) -> u64 {
+        self.patches.patched
     }
 
     /// The entry address of a finalised block function (call it through [`Compiler::enter`]).
@@ -692,6 +734,7 @@ impl Compiler {
             self.helpers = make_adapters(&mut module, &mut self.ctx, &mut self.fctx);
         }
         self.links.clear();
+        self.patches.clear();
         make_hop(
             &mut module,
             self.count_chains,

@@ -113,6 +113,10 @@ pub struct JitConfig {
     /// (session 35). On by default; the command line turns it on only when the statistics
     /// are printed ([`stats_requested`]).
     pub count_chains: bool,
+    /// A baseline function's direct exit jumps straight to its target's fast entry once its
+    /// link holds a baseline function (`crate::patch`). On by default;
+    /// `LOCKSTEP_JIT_PATCH=0` turns it off (for measurements).
+    pub patch_exits: bool,
     /// A block the baseline tier takes on its own — no loop through it, every instruction
     /// covered (`base::covers`) — is compiled when it has run this percentage of the
     /// threshold, not the whole (100: at the threshold). Loops wait for the threshold: their
@@ -159,6 +163,7 @@ impl Default for JitConfig {
             inline_calls: true,
             recursive_regions: true,
             count_chains: true,
+            patch_exits: true,
             // Measured (docs/jit.md, "Early compiles", sessions 36 and 43).
             base_early_percent: 15,
             test_corrupt_rax: false,
@@ -242,6 +247,8 @@ pub struct JitStats {
     /// Blocks Cranelift refused (they stay interpreted) and the last error.
     pub compile_errors: u64,
     pub last_error: Option<String>,
+    /// Baseline exit jumps pointed at a fast entry (`crate::patch`), counting re-points.
+    pub patched_exits: u64,
 }
 
 impl JitStats {
@@ -303,7 +310,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} carried={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} carried={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={} patched={}",
             self.compiled,
             self.baseline,
             self.traced,
@@ -329,7 +336,8 @@ impl JitStats {
             self.compile_errors,
             self.lookups,
             self.interp_runs,
-            self.accesses_deferred
+            self.accesses_deferred,
+            self.patched_exits
         )
     }
 }
@@ -605,6 +613,9 @@ impl Jit {
     /// `LOCKSTEP_JIT_INLINE_CALLS` and `LOCKSTEP_JIT_RECURSIVE` (host-side tuning for
     /// measurements; the guest-visible results are the same).
     pub fn new(mut config: JitConfig) -> Self {
+        if std::env::var("LOCKSTEP_JIT_PATCH").is_ok_and(|v| v == "0") {
+            config.patch_exits = false;
+        }
         if let Ok(o) = std::env::var("LOCKSTEP_JIT_OPT") {
             let level = |s: &str| match s {
                 "none" => "none",
@@ -674,6 +685,7 @@ impl Jit {
         let mut compiler =
             Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr(), config.count_chains);
         compiler.set_baseline(config.baseline, config.promote, config.promote_min_insns);
+        compiler.set_patch_exits(config.patch_exits);
         Jit {
             early: early_count(&config),
             config,
@@ -821,6 +833,15 @@ impl Jit {
     }
 
     fn dispatch(&mut self, ctx: &mut Ctx) -> Option<ExitReason> {
+        match self.compiler.scan_exits_if_due() {
+            Ok(false) => {}
+            Ok(true) => self.stats.patched_exits = self.compiler.patched_exits(),
+            Err(msg) => {
+                self.stats.compile_errors += 1;
+                self.stats.last_error = Some(msg);
+                self.flush();
+            }
+        }
         let rip = ctx.cpu.state.rip;
         self.stats.lookups += 1;
         let slot = front_slot(rip);
@@ -1795,8 +1816,13 @@ impl Jit {
         // time have none: most batches skip the pass over the links.)
         if !made.is_empty() {
             made.sort_unstable();
-            self.compiler.unlink(&made);
+            if let Err(msg) = self.compiler.unlink(&made) {
+                self.stats.compile_errors += 1;
+                self.stats.last_error = Some(msg);
+                self.flush();
+            }
         }
+        self.stats.patched_exits = self.compiler.patched_exits();
     }
 }
 

@@ -39,11 +39,19 @@ impl Piece {
 
 /// The code of `a`'s instructions at address 0 (what `a.assemble(0)` makes, except that
 /// branch sizes may differ).
-pub fn assemble(a: &mut CodeAssembler) -> Result<Vec<u8>, IcedError> {
+///
+/// `report`: label ids whose offsets in the code to return (in order; `None` for all of them
+/// when the list went to iced's assembler, which does not say). A branch carrying one of
+/// them keeps its near form (a JMP's rel32 can then be rewritten in place: the patchable
+/// exits of `Emit::exit_const`).
+pub fn assemble(
+    a: &mut CodeAssembler,
+    report: &[u64],
+) -> Result<(Vec<u8>, Vec<Option<usize>>), IcedError> {
     let instrs = shorten_immediates(drop_dead_stores(forward_reloads(a.instructions())));
-    match fast(&instrs)? {
-        Some(code) => Ok(code),
-        None => a.assemble(0),
+    match fast(&instrs, report)? {
+        Some(done) => Ok(done),
+        None => Ok((a.assemble(0)?, vec![None; report.len()])),
     }
 }
 
@@ -194,8 +202,13 @@ fn near_len(near: &Instruction) -> usize {
     }
 }
 
-/// The code, or `None` when the list needs iced's assembler.
-fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
+/// The code and the offsets of the labels of `report`, or `None` when the list needs iced's
+/// assembler.
+#[allow(clippy::type_complexity)]
+fn fast(
+    instrs: &[Instruction],
+    report: &[u64],
+) -> Result<Option<(Vec<u8>, Vec<Option<usize>>)>, IcedError> {
     // Labels: an instruction's IP is the id of the label set on it (ids count from 1; the
     // emitter's own instructions have IP 0). Ids are dense, so a table indexes them.
     let most = instrs.len() * 4 + 64;
@@ -275,7 +288,8 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
         } = p
         {
             let end = (long[k] + SHORT_LEN) as i64;
-            *short = i8::try_from(long[*to] as i64 - end).is_ok();
+            let kept_near = instrs[k].ip() != 0 && report.contains(&instrs[k].ip());
+            *short = !kept_near && i8::try_from(long[*to] as i64 - end).is_ok();
         }
     }
     let off = layout(&pieces);
@@ -305,7 +319,14 @@ fn fast(instrs: &[Instruction]) -> Result<Option<Vec<u8>>, IcedError> {
             }
         }
     }
-    Ok(Some(code))
+    let offsets = report
+        .iter()
+        .map(|&id| {
+            let k = *at.get(id as usize)?;
+            (k != usize::MAX).then(|| off[k])
+        })
+        .collect();
+    Ok(Some((code, offsets)))
 }
 
 #[cfg(test)]
@@ -362,7 +383,7 @@ mod tests {
             Ok(a)
         };
         let mut a = build().unwrap();
-        let ours = fast(a.instructions()).unwrap().expect("handled");
+        let ours = fast(a.instructions(), &[]).unwrap().expect("handled").0;
         let iced = build().unwrap().assemble(0).unwrap();
         assert_eq!(
             super::super::disassemble(&ours),
@@ -383,7 +404,7 @@ mod tests {
         a.add_instruction(i).unwrap();
         a.add_instruction(i).unwrap();
         a.ret().unwrap();
-        assert!(fast(a.instructions()).unwrap().is_none());
+        assert!(fast(a.instructions(), &[]).unwrap().is_none());
     }
 
     /// A RIP-relative operand is left to iced's assembler.
@@ -394,7 +415,7 @@ mod tests {
         a.mov(rax, qword_ptr(l)).unwrap();
         a.set_label(&mut l).unwrap();
         a.ret().unwrap();
-        assert!(fast(a.instructions()).unwrap().is_none());
+        assert!(fast(a.instructions(), &[]).unwrap().is_none());
     }
 
     /// A guest register's store that a later store to the same qword replaces is dropped
@@ -492,7 +513,7 @@ mod tests {
             ]
         );
         assert_eq!(out[1].ip(), 1, "the label moves with its instruction");
-        let code = fast(&out).unwrap().expect("the fast path");
+        let code = fast(&out, &[]).unwrap().expect("the fast path").0;
         // 5 + 6 + 10 + 7 + 10 + 2 bytes.
         assert_eq!(code.len(), 40);
     }
@@ -548,6 +569,6 @@ mod tests {
             ]
         );
         // And the code still assembles, the branch reaching its label.
-        assert!(super::assemble(&mut a).is_ok());
+        assert!(super::assemble(&mut a, &[]).is_ok());
     }
 }

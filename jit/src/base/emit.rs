@@ -113,6 +113,14 @@ type TailKey = (Option<Capture>, bool, bool);
 pub struct Emit {
     pub a: CodeAssembler,
     cold: Vec<Cold>,
+    /// Direct exits get a patchable jump (`BaseTarget::patch`).
+    patch: bool,
+    /// The patchable jumps of the direct exits so far: the label id on the jump, the
+    /// exit's link, and the `entered` word the exit passes (see [`Emit::exit_const`]).
+    pub sites: Vec<(u64, u64, u64)>,
+    /// The label ids of the function's fast entries (checked, trusted), when it has them
+    /// (`base::entry`).
+    pub fast: Option<(u64, u64)>,
     /// The shared tails of cold exits ([`Emit::leave_at`]): per (pending capture, incoming
     /// record live, MXCSR to merge), the label of the code that merges them and returns the
     /// exit word in RCX.
@@ -199,6 +207,9 @@ impl Emit {
         Ok(Emit {
             a: CodeAssembler::new(64)?,
             cold: Vec::new(),
+            patch: t.patch,
+            sites: Vec::new(),
+            fast: None,
             tails: Vec::new(),
             ram_base: t.ram_base,
             fold: t.fold,
@@ -240,12 +251,49 @@ impl Emit {
         self.cold.push(Box::new(f));
     }
 
-    /// The machine code: the main path, then the cold code.
-    pub fn finish(mut self) -> Result<Vec<u8>, IcedError> {
+    /// The machine code (the main path, then the cold code), the offsets in it of the fast
+    /// entries (checked, trusted) and of the patchable jumps of [`Emit::sites`] (with each
+    /// site's link and `entered`). No fast entry and no site when the assembler cannot say
+    /// where they are.
+    #[allow(clippy::type_complexity)]
+    pub fn finish(
+        mut self,
+    ) -> Result<(Vec<u8>, Option<(usize, usize)>, Vec<(usize, u64, u64)>), IcedError> {
         for f in core::mem::take(&mut self.cold) {
             f(&mut self.a)?;
         }
-        super::asm::assemble(&mut self.a)
+        let mut report: Vec<u64> = self.sites.iter().map(|s| s.0).collect();
+        if let Some((checked, trusted)) = self.fast {
+            report.extend([checked, trusted]);
+        }
+        let (bytes, at) = super::asm::assemble(&mut self.a, &report)?;
+        let n = self.sites.len();
+        let fast = match (self.fast, at.get(n), at.get(n + 1)) {
+            (Some(_), Some(&Some(c)), Some(&Some(t))) => Some((c, t)),
+            _ => None,
+        };
+        let sites = match fast {
+            Some(_) => (self.sites.iter().zip(&at))
+                .filter_map(|(&(_, link, entered), &off)| Some((off?, link, entered)))
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok((bytes, fast, sites))
+    }
+
+    /// Whether direct exits get patchable jumps and the function fast entries.
+    pub fn patch_exits(&self) -> bool {
+        self.patch
+    }
+
+    /// Whether chained jumps count themselves.
+    pub fn count_chains(&self) -> bool {
+        self.count_chains
+    }
+
+    /// The id of the label on the instruction just added.
+    pub fn last_label(&self) -> u64 {
+        self.a.instructions().last().map_or(0, |i| i.ip())
     }
 
     /// Add a guest instruction renamed for the host (`h`, a copy of the guest's), without its
@@ -877,14 +925,26 @@ impl Emit {
         self.hand_over()?;
         self.merge_mxcsr()?;
         self.count()?;
-        self.a.mov(rcx, target)?;
         let entered = if target >> 12 == self.vpn {
             self.own
         } else {
             0
         };
+        let link = self.link_for(target);
+        if let (Some(link), true) = (link, self.patch) {
+            // The patchable jump: to the code after it (the jump through the link) until
+            // the compiler points it at the target's fast entry (`Compiler::patch_exits`),
+            // which checks the budget itself; R9 holds the count, as the link jump wants.
+            let mut site = self.a.create_label();
+            let mut through_link = self.a.create_label();
+            self.a.set_label(&mut site)?;
+            self.a.jmp(through_link)?;
+            self.sites.push((self.last_label(), link, entered));
+            self.a.set_label(&mut through_link)?;
+        }
+        self.a.mov(rcx, target)?;
         self.a.mov(rdx, entered)?;
-        match self.link_for(target) {
+        match link {
             Some(link) => {
                 self.a.mov(r8, link)?;
                 self.linked_jump(false)

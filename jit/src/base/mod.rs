@@ -51,6 +51,8 @@ pub struct BaseTarget {
     pub counter: Option<u64>,
     /// Chained jumps count themselves (`JitConfig::count_chains`).
     pub count_chains: bool,
+    /// Direct exits get patchable jumps and the function fast entries (`JitConfig::patch`).
+    pub patch: bool,
 }
 
 /// The baseline functions' run counters: one `u32` per function, counted down by its entry
@@ -102,6 +104,14 @@ pub struct BaseCode {
     /// The instructions of all its blocks: what an entry (and a round of a loop through
     /// the start) must find in the budget, checked once for the whole trace.
     pub len: u64,
+    /// The offsets of its fast entries (see [`entry`]): the one that checks the page, and the
+    /// one that does not (for a jump from a function with the same check word).
+    pub fast: Option<(usize, usize)>,
+    /// Its patchable direct exits: the offset of the jump, the exit's link and the `entered`
+    /// word it passes (see `Emit::exit_const`, `Compiler::patch_exits`).
+    pub sites: Vec<(usize, u64, u64)>,
+    /// Its check word (`chain::block_check`).
+    pub check: u64,
 }
 
 /// Can the baseline tier compile `block`? 64-bit code in one page, every instruction covered
@@ -167,8 +177,15 @@ pub fn compile(block: &Block, trace: &[&Block], t: &BaseTarget) -> Result<BaseCo
         (e, _) = emit_function(block, &parts, &guards, t, found)?;
     }
     let links = core::mem::take(&mut e.new_links);
-    let bytes = e.finish().map_err(|e| e.to_string())?;
-    Ok(BaseCode { bytes, links, len })
+    let (bytes, fast, sites) = e.finish().map_err(|e| e.to_string())?;
+    Ok(BaseCode {
+        bytes,
+        links,
+        len,
+        fast,
+        sites,
+        check: chain::block_check(block),
+    })
 }
 
 /// The trace `parts` (see [`compile`]) emitted, not yet assembled, with what a first pass
@@ -249,6 +266,9 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
         a.mov(eax, ret::DISPATCH as u32)?;
         a.ret()
     });
+    if e.patch_exits() {
+        fast_entries(e, block, parts, (off, vpn, want), body)?;
+    }
     e.a.set_label(&mut body)?;
     if let Some(counter) = e.counter {
         // The run counter; at zero, back to the dispatcher before anything is done (the
@@ -269,6 +289,58 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
         insn::FlagUse::Read => fold_incoming(e)?,
         insn::FlagUse::None | insn::FlagUse::Overwrite => e.record_live = true,
     }
+    Ok(())
+}
+
+/// The fast entries, which a direct exit's patched jump goes to (`Compiler::patch_exits`)
+/// instead of through its link: each makes the budget check the link jump would have made
+/// (`retired`, in R9, plus the function's length against the chain end; the hop counted
+/// with `count_chains`), then the checked one the entry check and the trusted one none (for
+/// a jump from a function with the same check word, whose entry check covered this page as
+/// the link jump's `entered` says today). A failed check leaves for the dispatcher at the
+/// function's RIP, as the link jump's does. Placed between the checked entry, which now
+/// jumps to `body` at its end, and `body`, into which the trusted one falls.
+fn fast_entries(
+    e: &mut Emit,
+    block: &Block,
+    parts: &[&Block],
+    expect: (i32, u64, u64),
+    body: CodeLabel,
+) -> Result<(), IcedError> {
+    let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
+    let rip = block.key().rip;
+    let mut back = e.a.create_label();
+    let count = e.count_chains();
+    let budget = |e: &mut Emit| -> Result<(), IcedError> {
+        e.a.add(r9, len as i32)?;
+        e.a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
+        e.a.ja(back)?;
+        if count {
+            e.a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
+        }
+        Ok(())
+    };
+    e.a.jmp(body)?;
+    let mut checked = e.a.create_label();
+    e.a.set_label(&mut checked)?;
+    let at = e.a.instructions().len();
+    budget(e)?;
+    let checked_id = e.a.instructions()[at].ip();
+    check_page(e, expect, block.code_words(), back)?;
+    e.a.jmp(body)?;
+    let mut trusted = e.a.create_label();
+    e.a.set_label(&mut trusted)?;
+    let at = e.a.instructions().len();
+    budget(e)?;
+    let trusted_id = e.a.instructions()[at].ip();
+    e.fast = Some((checked_id, trusted_id));
+    e.later(move |a| {
+        a.set_label(&mut back)?;
+        a.mov(rcx, rip)?;
+        a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
+        a.mov(eax, ret::DISPATCH as u32)?;
+        a.ret()
+    });
     Ok(())
 }
 
