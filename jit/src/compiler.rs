@@ -683,11 +683,11 @@ impl Compiler {
     /// Exits patched to them go back through their links (`crate::patch`).
     pub fn unlink(&mut self, rips: &[u64]) -> Result<(), String> {
         self.links.unlink(rips);
-        self.patches.scan(&self.links)
+        self.patches.scan(&self.links, true)
     }
 
-    /// Make every defined function callable, and point the exits whose links hold a
-    /// baseline function at its fast entry (`crate::patch`).
+    /// Make every defined function callable (the baseline functions' patch sites and fast
+    /// entries noted: `crate::patch`).
     pub fn finalize(&mut self) -> Result<(), String> {
         self.module()
             .finalize_definitions()
@@ -695,7 +695,7 @@ impl Compiler {
         let module = self.module.as_ref().expect("module present");
         self.patches
             .finalized(|id| module.get_finalized_function(id) as u64);
-        self.patches.scan(&self.links)
+        Ok(())
     }
 
     /// The dispatcher's periodic scan ([`crate::patch::Patches::due`]): `Ok(true)` when it
@@ -704,7 +704,7 @@ impl Compiler {
         if !self.patches.due() {
             return Ok(false);
         }
-        self.patches.scan(&self.links).map(|_| true)
+        self.patches.scan(&self.links, false).map(|_| true)
     }
 
     /// Exit jumps patched so far (statistics).

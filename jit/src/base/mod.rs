@@ -257,8 +257,6 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     e.a.mov(rax, own)?;
     e.a.cmp(rdx, rax)?;
     e.a.je(body)?;
-    // (`covers` made sure the block is in one page.)
-    check_page(e, (off, vpn, want), block.code_words(), fail)?;
     // (A failed check leaves from cold code: the checked entry falls through.)
     e.later(move |a| {
         a.set_label(&mut fail)?;
@@ -266,8 +264,12 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
         a.mov(eax, ret::DISPATCH as u32)?;
         a.ret()
     });
+    // (`covers` made sure the block is in one page.)
+    let expect = (off, vpn, want);
     if e.patch_exits() {
-        fast_entries(e, block, parts, (off, vpn, want), body)?;
+        fast_entries(e, block, parts, expect, fail, body)?;
+    } else {
+        check_page(e, expect, block.code_words(), fail)?;
     }
     e.a.set_label(&mut body)?;
     if let Some(counter) = e.counter {
@@ -297,42 +299,45 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
 /// (`retired`, in R9, plus the function's length against the chain end; the hop counted
 /// with `count_chains`), then the checked one the entry check and the trusted one none (for
 /// a jump from a function with the same check word, whose entry check covered this page as
-/// the link jump's `entered` says today). A failed check leaves for the dispatcher at the
-/// function's RIP, as the link jump's does. Placed between the checked entry, which now
-/// jumps to `body` at its end, and `body`, into which the trusted one falls.
+/// the link jump's `entered` says today). A failed budget check leaves for the dispatcher at
+/// the function's RIP, as the link jump's does. The entry's page check follows the checked
+/// fast entry, which sets RCX (what a failed check stores as RIP) to the function's RIP and
+/// falls into it; the normal entry jumps to it when it does not skip it. The page check ends
+/// in a jump to `body`, into which the trusted entry falls. (One copy of the page check: the
+/// patched jumps take most entries.)
 fn fast_entries(
     e: &mut Emit,
     block: &Block,
     parts: &[&Block],
     expect: (i32, u64, u64),
+    fail: CodeLabel,
     body: CodeLabel,
 ) -> Result<(), IcedError> {
     let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
     let rip = block.key().rip;
     let mut back = e.a.create_label();
     let count = e.count_chains();
-    let budget = |e: &mut Emit| -> Result<(), IcedError> {
+    // A fast entry's start: its label (the id, for the offset) and the budget check.
+    let budget = |e: &mut Emit| -> Result<u64, IcedError> {
+        let mut start = e.a.create_label();
+        e.a.set_label(&mut start)?;
         e.a.add(r9, len as i32)?;
+        let id = e.last_label();
         e.a.cmp(r9, qword_ptr(rsi + Frame::OFF_CHAIN_END))?;
         e.a.ja(back)?;
         if count {
             e.a.add(qword_ptr(rsi + Frame::OFF_CHAINS), 1)?;
         }
-        Ok(())
+        Ok(id)
     };
+    let mut check = e.a.create_label();
+    e.a.jmp(check)?;
+    let checked_id = budget(e)?;
+    e.a.mov(rcx, rip)?;
+    e.a.set_label(&mut check)?;
+    check_page(e, expect, block.code_words(), fail)?;
     e.a.jmp(body)?;
-    let mut checked = e.a.create_label();
-    e.a.set_label(&mut checked)?;
-    let at = e.a.instructions().len();
-    budget(e)?;
-    let checked_id = e.a.instructions()[at].ip();
-    check_page(e, expect, block.code_words(), back)?;
-    e.a.jmp(body)?;
-    let mut trusted = e.a.create_label();
-    e.a.set_label(&mut trusted)?;
-    let at = e.a.instructions().len();
-    budget(e)?;
-    let trusted_id = e.a.instructions()[at].ip();
+    let trusted_id = budget(e)?;
     e.fast = Some((checked_id, trusted_id));
     e.later(move |a| {
         a.set_label(&mut back)?;
