@@ -628,7 +628,7 @@ impl Compiler {
             count_chains: self.count_chains,
             patch: self.use_patch && self.use_links,
         };
-        let code = base::compile(block, trace, &target)?;
+        let mut code = base::compile(block, trace, &target)?;
         // The links the exits were given, before the function can run.
         self.links.hand_out(&code.links, self.chain_table);
         self.module()
@@ -639,7 +639,7 @@ impl Compiler {
                 fast,
                 check: code.check,
                 len: code.len,
-                sites: code.sites.clone(),
+                sites: std::mem::take(&mut code.sites),
             };
             self.patches.add(id, exits);
         }

@@ -933,7 +933,7 @@ impl Emit {
         let link = self.link_for(target);
         if let (Some(link), true) = (link, self.patch) {
             // The patchable jump: to the code after it (the jump through the link) until
-            // the compiler points it at the target's fast entry (`Compiler::patch_exits`),
+            // the compiler points it at the target's fast entry (`patch::Patches::scan`),
             // which checks the budget itself; R9 holds the count, as the link jump wants.
             let mut site = self.a.create_label();
             let mut through_link = self.a.create_label();

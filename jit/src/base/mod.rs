@@ -108,7 +108,7 @@ pub struct BaseCode {
     /// one that does not (for a jump from a function with the same check word).
     pub fast: Option<(usize, usize)>,
     /// Its patchable direct exits: the offset of the jump, the exit's link and the `entered`
-    /// word it passes (see `Emit::exit_const`, `Compiler::patch_exits`).
+    /// word it passes (see `Emit::exit_const`, `patch::Patches::scan`).
     pub sites: Vec<(usize, u64, u64)>,
     /// Its check word (`chain::block_check`).
     pub check: u64,
@@ -294,7 +294,7 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     Ok(())
 }
 
-/// The fast entries, which a direct exit's patched jump goes to (`Compiler::patch_exits`)
+/// The fast entries, which a direct exit's patched jump goes to (`patch::Patches::scan`)
 /// instead of through its link: each makes the budget check the link jump would have made
 /// (`retired`, in R9, plus the function's length against the chain end; the hop counted
 /// with `count_chains`), then the checked one the entry check and the trusted one none (for
