@@ -13,10 +13,10 @@
 //! How: code goes into chunks mapped read-write; a finalisation makes the pages written
 //! since the previous one read-and-execute (W^X: a page is never writable and executable at
 //! once; `crate::patch` makes a finalised page writable again, not executable, only to
-//! rewrite exit jumps while the dispatcher runs). The next batch starts on the page after, at the same offset within the
-//! page where the previous batch ended, so consecutive functions keep consecutive cache
-//! sets; the part of that page below the offset stays unused (as the rest of a batch's last
-//! page was before). Writable and read-only data (not used by our functions today) go to
+//! rewrite exit jumps while the dispatcher runs). The next batch starts on the page after,
+//! at the same offset within the page where the previous batch ended, so consecutive
+//! functions keep consecutive cache sets; the part of that page below the offset stays
+//! unused (as the rest of a batch's last page was before). Writable and read-only data (not used by our functions today) go to
 //! cranelift-jit's own provider.
 
 use cranelift_jit::{BranchProtection, JITMemoryKind, JITMemoryProvider, SystemMemoryProvider};

@@ -199,8 +199,8 @@ fn emit_function(
 ) -> Result<(Emit, u64), String> {
     let mut e = Emit::new(t, block).map_err(|e| e.to_string())?;
     e.known = known;
-    entry(&mut e, block, parts).map_err(|e| e.to_string())?;
     let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
+    entry(&mut e, block, parts, len).map_err(|e| e.to_string())?;
     loop_top(&mut e, parts, len).map_err(|e| e.to_string())?;
     let mut before = 0u64;
     for (p, part) in parts.iter().enumerate() {
@@ -249,7 +249,7 @@ fn emit_function(
 /// The entry: the skip test, the entry check, and the incoming flag record's fold when the
 /// block — or a later block of its trace (`parts`), if it does not touch the flags — reads a
 /// flag before writing them all.
-fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError> {
+fn entry(e: &mut Emit, block: &Block, parts: &[&Block], len: u64) -> Result<(), IcedError> {
     let (off, vpn, want) = chain::exec_tlb_expect(block, e.ram_base);
     let own = chain::block_check(block);
     let mut body = e.a.create_label();
@@ -267,7 +267,7 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
     // (`covers` made sure the block is in one page.)
     let expect = (off, vpn, want);
     if e.patch_exits() {
-        fast_entries(e, block, parts, expect, fail, body)?;
+        fast_entries(e, block, len, expect, fail, body)?;
     } else {
         check_page(e, expect, block.code_words(), fail)?;
     }
@@ -296,7 +296,7 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
 
 /// The fast entries, which a direct exit's patched jump goes to (`patch::Patches::scan`)
 /// instead of through its link: each makes the budget check the link jump would have made
-/// (`retired`, in R9, plus the function's length against the chain end; the hop counted
+/// (`retired`, in R9, plus the function's length `len` against the chain end; the hop counted
 /// with `count_chains`), then the checked one the entry check and the trusted one none (for
 /// a jump from a function with the same check word, whose entry check covered this page as
 /// the link jump's `entered` says today). A failed budget check leaves for the dispatcher at
@@ -308,12 +308,11 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block]) -> Result<(), IcedError>
 fn fast_entries(
     e: &mut Emit,
     block: &Block,
-    parts: &[&Block],
+    len: u64,
     expect: (i32, u64, u64),
     fail: CodeLabel,
     body: CodeLabel,
 ) -> Result<(), IcedError> {
-    let len: u64 = parts.iter().map(|b| b.insns.len() as u64).sum();
     let rip = block.key().rip;
     let mut back = e.a.create_label();
     let count = e.count_chains();
@@ -339,12 +338,11 @@ fn fast_entries(
     e.a.jmp(body)?;
     let trusted_id = budget(e)?;
     e.fast = Some((checked_id, trusted_id));
+    // (A failed budget check leaves through the entry check's failure, with RCX set.)
     e.later(move |a| {
         a.set_label(&mut back)?;
         a.mov(rcx, rip)?;
-        a.mov(qword_ptr(rdi + OFF_RIP), rcx)?;
-        a.mov(eax, ret::DISPATCH as u32)?;
-        a.ret()
+        a.jmp(fail)
     });
     Ok(())
 }
