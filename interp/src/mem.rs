@@ -297,3 +297,31 @@ impl Bus for NullBus {
     }
     fn pio_out(&mut self, _port: u16, _size: u8, _value: u32) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The code words of a large RAM (user mode's default 4 GiB: a million pages) start at
+    /// zero everywhere, the last page included, and a write to a marked page moves its version
+    /// on (and the epoch) while leaving its neighbours alone.
+    #[test]
+    fn code_words_of_a_large_ram_start_at_zero_and_track_writes() {
+        let mut ram = GuestRam::new(4 << 30).expect("4 GiB, lockstep user's default RAM");
+        let last = (4u64 << 30) / PAGE_SIZE - 1;
+        for page in [0, 1, last / 2, last] {
+            assert_eq!(ram.code_word(page), 0);
+            assert!(!ram.is_code_page(page));
+        }
+        assert_eq!(ram.mark_code(last), 0);
+        assert_eq!(ram.code_word(last), valid_code_word(0));
+        let epoch = ram.code_epoch();
+        assert!(ram.note_write(last * PAGE_SIZE + 8, 4));
+        assert_eq!(ram.code_word(last), 1);
+        assert_ne!(ram.code_epoch(), epoch);
+        assert!(!ram.note_write((last - 1) * PAGE_SIZE, 8));
+        assert_eq!(ram.code_word(last - 1), 0);
+        // The table compiled code reads is these words.
+        assert_eq!(ram.code_table(), ram.code.words().as_ptr());
+    }
+}
