@@ -249,12 +249,10 @@ impl Env {
     pub fn from_fcw(fcw: u16) -> Env {
         Env {
             rc: ((fcw >> 10) & 3) as u8,
-            // PC = 01 is reserved; this host rounds it like 64 bits (see docs/x87.md).
-            prec: match (fcw >> 8) & 3 {
-                0 => 24,
-                2 => 53,
-                _ => 64,
-            },
+            // PC = 01 is reserved; this host rounds it like 64 bits (see docs/x87.md). (A
+            // table: the JIT's x87 helper takes the environment for every operation, and the
+            // match compiled to a chain of compares.)
+            prec: [24, 64, 53, 64][((fcw >> 8) & 3) as usize],
             masks: fcw & 0x3f,
         }
     }
