@@ -61,18 +61,64 @@ fn run(image: &[u8], engine: &mut dyn Engine) -> Outcome {
 /// `-cpu max`: the kernels assume SMEP/SMAP/1 GiB pages/FSGSBASE/NX, which Lockstep
 /// advertises and QEMU's default CPU model lacks.
 fn qemu_run(bin: &Path) -> Option<(String, Option<i32>)> {
-    let out = Command::new("qemu-system-x86_64")
+    // QEMU's TCG paces a kernel's timers by host time; on a loaded host one run of
+    // `interrupts` hung (15 minutes, in a CI run; run again it passed in seconds). A run that
+    // outlives the deadline is killed and tried once more; a second one is a failure.
+    for attempt in 1..=2 {
+        match qemu_run_once(bin)? {
+            Some(result) => return Some(result),
+            None => eprintln!(
+                "{}: qemu-system-x86_64 did not finish within {QEMU_DEADLINE:?} \
+                 (attempt {attempt}); killed",
+                bin.display()
+            ),
+        }
+    }
+    panic!(
+        "{}: qemu-system-x86_64 did not finish within {QEMU_DEADLINE:?}, twice",
+        bin.display()
+    );
+}
+
+/// How long one QEMU run of a test kernel may take (they finish within seconds).
+const QEMU_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// One run of [`qemu_run`]: `None` when QEMU cannot be started, `Some(None)` when it was
+/// killed at the deadline.
+fn qemu_run_once(bin: &Path) -> Option<Option<(String, Option<i32>)>> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new("qemu-system-x86_64")
         .args(["-M", "pc", "-m", "64", "-cpu", "max"])
         .args(["-display", "none", "-no-reboot"])
         .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
         .args(["-serial", "stdio", "-kernel"])
         .arg(bin)
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .ok()?;
-    Some((
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        out.status.code(),
-    ))
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().ok()? {
+            break Some(status);
+        }
+        if start.elapsed() > QEMU_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let bytes = reader.join().unwrap_or_default();
+    Some(status.map(|s| (String::from_utf8_lossy(&bytes).into_owned(), s.code())))
 }
 
 fn qemu_serial(bin: &Path) -> Option<String> {
