@@ -80,45 +80,37 @@ fn qemu_run(bin: &Path) -> Option<(String, Option<i32>)> {
     );
 }
 
-/// How long one QEMU run of a test kernel may take (they finish within seconds).
-const QEMU_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// One run of [`qemu_run`]: `None` when QEMU cannot be started, `Some(None)` when it was
-/// killed at the deadline.
-fn qemu_run_once(bin: &Path) -> Option<Option<(String, Option<i32>)>> {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut child = Command::new("qemu-system-x86_64")
-        .args(["-M", "pc", "-m", "64", "-cpu", "max"])
+/// QEMU TCG running test kernel `bin`, its serial port on stdio, the exit port at 0xf4.
+fn qemu_command(bin: &Path) -> Command {
+    let mut c = Command::new("qemu-system-x86_64");
+    c.args(["-M", "pc", "-m", "64", "-cpu", "max"])
         .args(["-display", "none", "-no-reboot"])
         .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
         .args(["-serial", "stdio", "-kernel"])
-        .arg(bin)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().ok()? {
-            break Some(status);
-        }
-        if start.elapsed() > QEMU_DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        .arg(bin);
+    c
+}
+
+/// How long one QEMU run of a test kernel may take (they finish within seconds).
+const QEMU_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// One run of [`qemu_run`] (the bench's runner: output captured, killed at the deadline):
+/// `None` when QEMU cannot be started, `Some(None)` when it was killed at the deadline.
+fn qemu_run_once(bin: &Path) -> Option<Option<(String, Option<i32>)>> {
+    use lockstep::bench::run::{run_command_env, Exit};
+    // (The runner empties the environment; QEMU is found through our PATH.)
+    let path = std::env::var("PATH").unwrap_or_default();
+    let env = [("PATH", path.as_str())];
+    let out = run_command_env(qemu_command(bin), &env, QEMU_DEADLINE).ok()?;
+    let code = match out.exit {
+        Exit::Timeout => return Some(None),
+        Exit::Code(c) => Some(c),
+        Exit::Signal(_) => None,
     };
-    let bytes = reader.join().unwrap_or_default();
-    Some(status.map(|s| (String::from_utf8_lossy(&bytes).into_owned(), s.code())))
+    Some(Some((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        code,
+    )))
 }
 
 fn qemu_serial(bin: &Path) -> Option<String> {
@@ -504,12 +496,7 @@ fn echo_matches_qemu() {
     use std::io::{BufRead, BufReader, Read, Write as _};
     use std::process::Stdio;
     let bin = echo_bin();
-    let child = Command::new("qemu-system-x86_64")
-        .args(["-M", "pc", "-m", "64", "-cpu", "max"])
-        .args(["-display", "none", "-no-reboot"])
-        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
-        .args(["-serial", "stdio", "-kernel"])
-        .arg(&bin)
+    let child = qemu_command(&bin)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
