@@ -305,6 +305,20 @@ fn changed_mappings_drop_their_translations() {
     );
 }
 
+/// Code run hot from a mapping, which is then unmapped (too many populated pages to list:
+/// the range's translations go, the execute one of the code's page among them) and mapped
+/// again with other code at the same address: every engine runs the new code (the JIT's
+/// compiled calls into that page find it changed, through their page check).
+#[test]
+fn code_mapped_again_after_munmap_runs_anew() {
+    let prog = asm_prog("recode");
+    for args in [&["--engine", "interp"][..], &[], &["--verify"]] {
+        let o = lockstep(args, &prog, &[], b"");
+        assert_eq!(o.stdout, b"ok\n", "{args:?}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn max_insns_stops_with_124() {
     let o = lockstep(

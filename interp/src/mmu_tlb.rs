@@ -409,6 +409,15 @@ impl Tlb {
         })
     }
 
+    /// The `host` field of the current set's execute entry for virtual page `vpn`, when the
+    /// entry in its slot is that page's: what lockstep-jit's compiled page checks compare
+    /// (the tag and this field, read through [`Tlb::raw_table`]).
+    #[inline]
+    pub fn exec_host(&self, vpn: u64) -> Option<u64> {
+        let e = self.table(Access::Exec).entries[Self::slot(vpn)];
+        (e.tag == vpn).then_some(e.host)
+    }
+
     /// Does an epoch from [`Tlb::exec_hit_epoch`] (or [`Tlb::exec_epoch`]) still hold?
     #[inline(always)]
     pub fn exec_epoch_holds(&self, epoch: u64) -> bool {
@@ -607,7 +616,9 @@ impl Tlb {
         let vpn = lin >> PAGE_SHIFT;
         let s = Self::slot(vpn);
         self.version = self.version.wrapping_add(1);
-        self.renew_exec_epochs(true);
+        let exec = index(Access::Exec);
+        let exec_filled = |t: &Tlb| [&t.cur, &t.other].map(|set| set.tables[exec].filled);
+        let before = exec_filled(self);
         let has_large = self.has_large;
         for t in self.all_tables() {
             if t.entries[s].tag == vpn {
@@ -616,6 +627,49 @@ impl Tlb {
             if has_large {
                 t.drop_large_holding(vpn);
             }
+        }
+        // The execute epochs move only when an execute entry went: a page that was never
+        // run from (a heap page unmapped, a data page made read-only) changes no execute hit.
+        if exec_filled(self) != before {
+            self.renew_exec_epochs(true);
+        }
+    }
+
+    /// Drop the translations of every linear page in `[start, end)` (page-aligned), in both
+    /// sets: the read and write tables are cleared whole (visiting only their filled slots,
+    /// as a flush does), the execute tables only of entries for a page in the range (from a
+    /// large page that overlaps it, for a large one). So the execute epochs move only when an
+    /// execute entry went: unmapping a data range with many populated pages changes no
+    /// execute hit, and compiled code keeps its page checks' generation (lockstep-jit's
+    /// `page_gen`). A TLB may drop any entry at any time; the read and write entries beyond
+    /// the range are refilled from the page tables, which say what they said.
+    pub fn invalidate_range(&mut self, start: u64, end: u64) {
+        let (lo, hi) = (start >> PAGE_SHIFT, end.div_ceil(1 << PAGE_SHIFT));
+        if lo >= hi {
+            return;
+        }
+        self.version = self.version.wrapping_add(1);
+        let exec = index(Access::Exec);
+        let mut dropped = false;
+        for set in [&mut self.cur, &mut self.other] {
+            for (i, t) in set.tables.iter_mut().enumerate() {
+                if i != exec {
+                    t.clear_all();
+                    continue;
+                }
+                let before = t.filled;
+                t.drop_where(|e, meta| {
+                    // The entry's pages: its tag's, or the whole large page holding it.
+                    let size = (meta & META_SIZE) as u32;
+                    let first = e.tag >> size << size;
+                    let last = first | ((1u64 << size) - 1);
+                    first < hi && last >= lo
+                });
+                dropped |= t.filled != before;
+            }
+        }
+        if dropped {
+            self.renew_exec_epochs(true);
         }
     }
 

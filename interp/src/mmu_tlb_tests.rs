@@ -313,9 +313,21 @@ fn random_sequences_match_a_brute_force_model() {
                     tlb.insert_translation(lin, a, &tr);
                     model.insert(lin, a, &tr);
                 }
-                70..=84 => {
+                70..=81 => {
                     tlb.invalidate_page(lin);
                     model.invalidate_page(lin);
+                }
+                82..=84 => {
+                    // A range of up to 16 pages: every read and write entry goes, the
+                    // execute entries of pages in it (of a large page overlapping it).
+                    let (lo, hi) = (lin >> PAGE_SHIFT, (lin >> PAGE_SHIFT) + rng.below(16) + 1);
+                    tlb.invalidate_range(lo << PAGE_SHIFT, hi << PAGE_SHIFT);
+                    model.retain(&[0, 1], |_, _, _| false);
+                    model.retain(&[2], |tag, _, meta| {
+                        let size = (meta & META_SIZE) as u32;
+                        let first = tag >> size << size;
+                        first + (1 << size) <= lo || first >= hi
+                    });
                 }
                 85..=89 => {
                     let user = rng.below(2) == 0;
@@ -469,7 +481,10 @@ fn exec_shortcuts_hold_only_while_the_lookup_is_the_same() {
                     let tr = t(rng.below(64) << 12, rng.below(3) == 0, page_bits);
                     tlb.insert_translation(lin, a, &tr);
                 }
-                60..=69 => tlb.invalidate_page(lin),
+                60..=66 => tlb.invalidate_page(lin),
+                67..=69 => {
+                    tlb.invalidate_range(lin & !0xfff, (lin & !0xfff) + (rng.below(8) << 12))
+                }
                 70..=84 => tlb.set_user(rng.below(2) == 0),
                 85..=94 => tlb.flush_non_global(),
                 95 => tlb.flush(),
@@ -494,6 +509,33 @@ fn exec_shortcuts_hold_only_while_the_lookup_is_the_same() {
     assert!(epoch_held > 1000, "{epoch_held}");
 }
 
+/// `invalidate_range`: every read and write translation goes, execute ones only in the
+/// range, and the execute epochs move only when one of those went.
+#[test]
+fn invalidate_range_keeps_execute_entries_outside_it() {
+    let mut tlb = Tlb::default();
+    tlb.insert_translation(0x40_0000, Access::Exec, &t(0x5000, false, 12));
+    tlb.insert_translation(0x50_0000, Access::Read, &t(0x6000, false, 12));
+    tlb.insert_translation(0x90_0000, Access::Write, &t(0x7000, false, 12));
+    let epoch = tlb.exec_hit_epoch(0x40_0000).unwrap();
+    tlb.invalidate_range(0x50_0000, 0x60_0000);
+    assert_eq!(tlb.lookup(0x50_0000, Access::Read), None);
+    // (A data entry outside the range goes too: the tables are cleared whole.)
+    assert_eq!(tlb.lookup(0x90_0000, Access::Write), None);
+    assert_eq!(tlb.lookup(0x40_0000, Access::Exec), Some(0x5000));
+    assert!(tlb.exec_epoch_holds(epoch));
+    // The end is exclusive; the next range holds the page.
+    tlb.invalidate_range(0x3f_0000, 0x40_0000);
+    assert!(tlb.exec_epoch_holds(epoch));
+    tlb.invalidate_range(0x40_0000, 0x40_1000);
+    assert_eq!(tlb.lookup(0x40_0000, Access::Exec), None);
+    assert!(!tlb.exec_epoch_holds(epoch));
+    // A large execute entry overlapping the range goes.
+    tlb.insert_translation(0x80_0000, Access::Exec, &t(0x20_0000, false, 21));
+    tlb.invalidate_range(0x9f_f000, 0xa0_1000);
+    assert_eq!(tlb.lookup(0x80_0000, Access::Exec), None);
+}
+
 #[test]
 fn exec_epochs_survive_what_cannot_change_a_hit() {
     let mut tlb = Tlb::default();
@@ -511,6 +553,17 @@ fn exec_epochs_survive_what_cannot_change_a_hit() {
     tlb.insert_translation(0x40_1000, Access::Exec, &t(0x7000, false, 12));
     tlb.insert_translation(0x40_0000, Access::Exec, &t(0x5000, false, 12));
     assert!(tlb.exec_epoch_holds(local) && tlb.exec_epoch_holds(global));
+    // INVLPG of a page with no execute entry (only read), in either set.
+    tlb.insert_translation(0x50_0000, Access::Read, &t(0x9000, false, 12));
+    tlb.invalidate_page(0x50_0000);
+    tlb.invalidate_page(0x60_0000);
+    assert!(tlb.exec_epoch_holds(local) && tlb.exec_epoch_holds(global));
+    assert_eq!(tlb.lookup(0x50_0000, Access::Read), None);
+    // INVLPG of a page run from moves both.
+    tlb.invalidate_page(0x40_1000);
+    assert!(!tlb.exec_epoch_holds(local) && !tlb.exec_epoch_holds(global));
+    let local = tlb.exec_hit_epoch(0x40_0000).unwrap();
+    let global = tlb.exec_hit_epoch(0x80_0000).unwrap();
     // A CR3 write keeps global entries.
     tlb.flush_non_global();
     assert!(!tlb.exec_epoch_holds(local) && tlb.exec_epoch_holds(global));

@@ -98,6 +98,19 @@ pub struct AddressSpace {
     /// only pages a TLB may hold a translation of that is no longer right (it caches present
     /// leaf entries only). `None`: more than [`STALE_PAGES_MAX`] of them.
     stale: Option<Vec<u64>>,
+    /// The range those pages lie in (`[lowest, highest + PAGE_SIZE)`; empty: none), kept for
+    /// when the list is too long.
+    stale_span: (u64, u64),
+}
+
+/// Which translations a TLB must drop after the address space changed
+/// ([`AddressSpace::take_stale`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stale {
+    /// Those of these pages.
+    Pages(Vec<u64>),
+    /// Too many pages to list: those of every page in `[start, end)`.
+    Range { start: u64, end: u64 },
 }
 
 /// Most stale pages [`AddressSpace`] lists one by one; beyond, the whole TLB goes.
@@ -120,6 +133,7 @@ impl AddressSpace {
             brk_start: 0,
             brk: 0,
             stale: Some(Vec::new()),
+            stale_span: (u64::MAX, 0),
         })
     }
 
@@ -172,6 +186,8 @@ impl AddressSpace {
 
     /// Note that the present PTE of the populated page `va` changed.
     fn mark_stale(&mut self, va: u64) {
+        let (lo, hi) = self.stale_span;
+        self.stale_span = (lo.min(va), hi.max(va + PAGE_SIZE));
         if let Some(list) = &mut self.stale {
             if list.len() < STALE_PAGES_MAX {
                 list.push(va);
@@ -181,10 +197,14 @@ impl AddressSpace {
         }
     }
 
-    /// The pages whose translations went stale since the last call (`None`: too many to
-    /// list, drop every translation), and start a new list.
-    pub fn take_stale(&mut self) -> Option<Vec<u64>> {
-        self.stale.replace(Vec::new())
+    /// The pages whose translations went stale since the last call (listed, or the range
+    /// they lie in when there were too many), and start a new list.
+    pub fn take_stale(&mut self) -> Stale {
+        let (start, end) = std::mem::replace(&mut self.stale_span, (u64::MAX, 0));
+        match self.stale.replace(Vec::new()) {
+            Some(pages) => Stale::Pages(pages),
+            None => Stale::Range { start, end },
+        }
     }
 
     /// Give the page at `va` (page aligned, inside a VMA) a frame, if it has none.
@@ -490,20 +510,27 @@ mod tests {
         a.map(&mut ram, 0x10000, 0x20000, RW);
         a.populate(&mut ram, 0x11000).unwrap();
         a.populate(&mut ram, 0x13000).unwrap();
-        assert_eq!(a.take_stale(), Some(vec![]));
+        assert_eq!(a.take_stale(), Stale::Pages(vec![]));
         // Only populated pages have translations to drop.
         a.protect(&mut ram, 0x10000, 0x12000, PROT_READ);
         a.unmap(&mut ram, 0x12000, 0x20000);
-        assert_eq!(a.take_stale(), Some(vec![0x11000, 0x13000]));
-        assert_eq!(a.take_stale(), Some(vec![]));
-        // Beyond the list's length: everything.
+        assert_eq!(a.take_stale(), Stale::Pages(vec![0x11000, 0x13000]));
+        assert_eq!(a.take_stale(), Stale::Pages(vec![]));
+        // Beyond the list's length: the range of the populated pages.
         a.map(&mut ram, 0x100000, 0x200000, RW);
-        for p in 0..=STALE_PAGES_MAX as u64 {
+        for p in 1..=STALE_PAGES_MAX as u64 + 1 {
             a.populate(&mut ram, 0x100000 + p * PAGE_SIZE).unwrap();
         }
         a.unmap(&mut ram, 0x100000, 0x200000);
-        assert_eq!(a.take_stale(), None);
-        assert_eq!(a.take_stale(), Some(vec![]));
+        let end = 0x100000 + (STALE_PAGES_MAX as u64 + 2) * PAGE_SIZE;
+        assert_eq!(
+            a.take_stale(),
+            Stale::Range {
+                start: 0x101000,
+                end
+            }
+        );
+        assert_eq!(a.take_stale(), Stale::Pages(vec![]));
     }
 
     fn list(a: &AddressSpace) -> Vec<(u64, u64, u32)> {

@@ -1,7 +1,7 @@
 //! Memory system calls: anonymous mmap, munmap, mprotect, madvise (brk is in `memory.rs`).
 
 use super::guest::Guest;
-use super::memory::{page_up, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE};
+use super::memory::{page_up, Stale, MMAP_MIN_ADDR, PROT_EXEC, PROT_READ, PROT_WRITE, TASK_SIZE};
 use super::syscall::errno::*;
 use super::syscall::{err, SysResult};
 use lockstep_interp::mem::PAGE_SIZE;
@@ -73,12 +73,15 @@ pub(super) fn sys_mmap(g: &mut Guest, a: [u64; 6]) -> SysResult {
 
 /// Drop the TLB's translations of the pages whose mapping a system call changed
 /// (`AddressSpace::take_stale`: populated pages whose PTE was cleared or rewritten), as a
-/// kernel's INVLPG would; the whole TLB when there were too many to list. Every other page
-/// keeps its translation: a growing heap (brk) or a new mapping costs no TLB refills.
+/// kernel's INVLPG would; when there were too many to list, those of the range they lie in
+/// (`Tlb::invalidate_range`: every read and write translation, and the execute ones in the
+/// range). Every other page keeps its translation: a growing heap (brk) or a new mapping
+/// costs no TLB refills, and unmapping data keeps the execute translations (and with them
+/// the execute epochs that compiled code's page checks go by).
 pub(super) fn drop_stale_translations(g: &mut Guest) {
     match g.mm.take_stale() {
-        Some(pages) => pages.into_iter().for_each(|p| g.cpu.tlb.invalidate_page(p)),
-        None => g.cpu.flush_tlb(),
+        Stale::Pages(pages) => pages.into_iter().for_each(|p| g.cpu.tlb.invalidate_page(p)),
+        Stale::Range { start, end } => g.cpu.tlb.invalidate_range(start, end),
     }
 }
 
