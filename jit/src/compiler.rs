@@ -10,6 +10,7 @@ use crate::base;
 use crate::chain::LinkTable;
 use crate::frame::Frame;
 use crate::lift::{self, HelperSigs, LowerStats, HELPER_EXEC, HELPER_FOLD, HELPER_RAISE};
+use crate::page_gen::PageCert;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
@@ -427,6 +428,7 @@ impl Compiler {
         base: Option<BaseRequest>,
         ram_base: u64,
         switch_order: Vec<u64>,
+        cert: &PageCert,
     ) -> Result<Compiled, String> {
         let allow_base = base.is_some();
         let (trace, promotable, short) = base.map_or((&[][..], false, false), |b| {
@@ -465,10 +467,10 @@ impl Compiler {
             .map_err(|e| e.to_string())?;
         if to_base {
             let counter = promote.and_then(|n| self.counters.take(n));
-            return match self.compile_base(id, blocks[0], trace, keep_ir, ram_base, counter) {
+            return match self.compile_base(id, blocks[0], trace, keep_ir, ram_base, counter, cert) {
                 // A trace the tier refuses (nothing was defined): the block on its own.
                 Err(_) if !trace.is_empty() => {
-                    self.compile_base(id, blocks[0], &[], keep_ir, ram_base, counter)
+                    self.compile_base(id, blocks[0], &[], keep_ir, ram_base, counter, cert)
                 }
                 r => r,
             };
@@ -500,6 +502,7 @@ impl Compiler {
                 ram_base,
                 fold_offsets: fold,
                 switch_order,
+                cert: cert.clone(),
             },
             |b| HelperSigs {
                 exec: b.import_signature(hs[HELPER_EXEC].clone()),
@@ -606,7 +609,9 @@ impl Compiler {
     }
 
     /// Define `block` as function `id` compiled by the baseline tier (see `crate::base`), its
-    /// entry counting runs down on `counter` when there is one.
+    /// entry counting runs down on `counter` when there is one; `cert`: the page checks it
+    /// may make through a generation (`crate::page_gen`).
+    #[allow(clippy::too_many_arguments)]
     fn compile_base(
         &mut self,
         id: FuncId,
@@ -615,6 +620,7 @@ impl Compiler {
         keep_ir: bool,
         ram_base: u64,
         counter: Option<u64>,
+        cert: &PageCert,
     ) -> Result<Compiled, String> {
         let t0 = self.compile_log.as_ref().map(|_| std::time::Instant::now());
         let target = base::BaseTarget {
@@ -627,6 +633,7 @@ impl Compiler {
             counter,
             count_chains: self.count_chains,
             patch: self.use_patch && self.use_links,
+            cert: cert.clone(),
         };
         let mut code = base::compile(block, trace, &target)?;
         // The links the exits were given, before the function can run.

@@ -5,10 +5,11 @@
 use crate::chain::{ChainEntry, ChainTable};
 use crate::compiler::{BaseRequest, BlockFn, Compiler};
 use crate::frame::{ret, Frame};
+use crate::page_gen::{Epochs, Gens, PageCert};
 use crate::step::interp_block;
 use cranelift_module::FuncId;
 use lockstep_interp::decode::{Block, BlockKey, FixedMap};
-use lockstep_interp::mmu::Access;
+use lockstep_interp::mmu::{Access, Tlb};
 use lockstep_interp::{Bus, Cpu, Ctx, Engine, Exit, ExitReason, GuestRam};
 use std::sync::Arc;
 use std::time::Instant;
@@ -557,6 +558,9 @@ pub struct Jit {
     /// Blocks that end in an indirect near CALL (`JitConfig::inline_calls`): the block the
     /// call went to the last time the block was interpreted, and on how many runs in a row.
     call_targets: FixedMap<BlockKey, (BlockKey, u32)>,
+    /// The page generations handed out (`crate::page_gen`): the frame's current one, and
+    /// what compiles certify their page checks under. Boxed: frames point at it.
+    gens: Box<Gens>,
     /// Blocks that end in a `switch` jump (`region::is_switch_jump`): where the jump went
     /// while the block was interpreted, each target with how many times (at most
     /// [`SWITCH_TARGETS`] targets; later new ones are not counted). A region compiled with
@@ -701,6 +705,7 @@ impl Jit {
             base_first_regions: FixedMap::default(),
             base_first_members: FixedMap::default(),
             call_targets: FixedMap::default(),
+            gens: Box::new(Gens::new()),
             switch_targets: FixedMap::default(),
             last_call: None,
             compiler,
@@ -959,7 +964,7 @@ impl Jit {
             // The baseline tier runs floating point only under the default MXCSR environment
             // (every exception masked, round to nearest, no DAZ/FTZ): see `compile_entry`.
             let mxcsr_default = ctx.cpu.state.mxcsr & !0x3f == 0x1f80;
-            self.promote(&key, ctx.ram, mxcsr_default);
+            self.promote(&key, ctx.ram, &ctx.cpu.tlb, mxcsr_default);
         }
         // Promotion may have flushed the cache (or moved nothing): look the entry up again then.
         let idx = if due {
@@ -981,7 +986,7 @@ impl Jit {
         let pending_yield = ctx.cpu.yield_requested;
         if let Tier::Ready(f) = e.tier {
             if remaining >= e.len as u64 && !pending_yield {
-                let mut frame = Frame::new(ctx);
+                let mut frame = Frame::new(ctx, &mut *self.gens);
                 let len = e.len as u64;
                 // Other blocks may jump to it (the function checks on such an entry that it
                 // is still the right code for `rip`: see `crate::chain`).
@@ -1420,7 +1425,7 @@ impl Jit {
 
     /// Count one execution of the entry and move it up the tiers when due (`mxcsr_default`:
     /// the guest's MXCSR is the default environment, see [`Jit::compile_entry`]).
-    fn promote(&mut self, key: &BlockKey, ram: &GuestRam, mxcsr_default: bool) {
+    fn promote(&mut self, key: &BlockKey, ram: &GuestRam, tlb: &Tlb, mxcsr_default: bool) {
         let threshold = self.config.threshold;
         let count = {
             let e = self.entry_mut(key).expect("entry present");
@@ -1439,7 +1444,7 @@ impl Jit {
                 // Before the threshold (early), only a block the baseline tier takes alone
                 // is compiled; anything else waits for the threshold.
                 let early = count < threshold;
-                match self.compile_entry(key, ram, true, mxcsr_default, early) {
+                match self.compile_entry(key, ram, tlb, true, mxcsr_default, early) {
                     Compile::Done | Compile::Flushed | Compile::NotYet => {}
                     Compile::PageFull => {
                         self.entry_mut(key).expect("entry present").tier = Tier::Failed;
@@ -1464,6 +1469,7 @@ impl Jit {
         &mut self,
         key: &BlockKey,
         ram: &GuestRam,
+        tlb: &Tlb,
         allow_base: bool,
         mxcsr_default: bool,
         early: bool,
@@ -1487,7 +1493,7 @@ impl Jit {
                     // Compiled alone below, and no longer the loop's member.
                     self.base_first_members.remove(key);
                     member_alone = true;
-                } else if let Some(out) = self.promote_head(key, &head, ram) {
+                } else if let Some(out) = self.promote_head(key, &head, ram, tlb) {
                     return out;
                 }
             }
@@ -1584,6 +1590,15 @@ impl Jit {
         };
         let trace: Vec<&Block> = trace.iter().map(|b| &**b).collect();
         let switch_order = self.switch_order(&blocks);
+        let ram_base = ram.bytes().as_ptr() as u64;
+        let gen = self.gens.sync(Epochs::of(tlb, ram));
+        let cert = PageCert::new(
+            gen,
+            tlb,
+            ram,
+            ram_base,
+            blocks.iter().chain(&trace).copied(),
+        );
         let t0 = Instant::now();
         let compiled = self.compiler.compile(
             &blocks,
@@ -1595,8 +1610,9 @@ impl Jit {
                 promote: !base_loop && !member_plain,
                 promote_short: recursion_first,
             }),
-            ram.bytes().as_ptr() as u64,
+            ram_base,
             switch_order,
+            &cert,
         );
         self.stats.compile_ns += t0.elapsed().as_nanos() as u64;
         let i = *self.index.get(key).expect("entry present") as usize;
@@ -1695,7 +1711,13 @@ impl Jit {
     /// may be one) rather than compile a loop entered at `key`. `None`: the head's region is
     /// gone (promoted already, or the head left the cache), and `key` is compiled as any
     /// other block.
-    fn promote_head(&mut self, key: &BlockKey, head: &BlockKey, ram: &GuestRam) -> Option<Compile> {
+    fn promote_head(
+        &mut self,
+        key: &BlockKey,
+        head: &BlockKey,
+        ram: &GuestRam,
+        tlb: &Tlb,
+    ) -> Option<Compile> {
         if !self.base_first_regions.contains_key(head) {
             self.base_first_members.remove(key);
             return None;
@@ -1712,7 +1734,7 @@ impl Jit {
             }
         }
         self.base_first_members.remove(key);
-        self.promote_now(head, ram);
+        self.promote_now(head, ram, tlb);
         // `key` runs the new function if it became one of its member entries; otherwise
         // its count was lowered with the region's other members and it waits.
         Some(Compile::NotYet)
@@ -1731,14 +1753,14 @@ impl Jit {
         if !matches!(self.entries[i as usize].tier, Tier::Ready(_)) {
             return;
         }
-        self.promote_now(&key, ctx.ram);
+        self.promote_now(&key, ctx.ram, &ctx.cpu.tlb);
     }
 
     /// Compile the baseline function `key` again by Cranelift (its kept region, if it went
     /// to the baseline tier first) and finalise it at once: the baseline function runs
     /// chained, so no dispatch would count the wait (`maybe_finalize`) up for it.
-    fn promote_now(&mut self, key: &BlockKey, ram: &GuestRam) {
-        if let Compile::Done = self.compile_entry(key, ram, false, false, false) {
+    fn promote_now(&mut self, key: &BlockKey, ram: &GuestRam, tlb: &Tlb) {
+        if let Compile::Done = self.compile_entry(key, ram, tlb, false, false, false) {
             self.stats.promoted += 1;
             if !self.pending.is_empty() {
                 self.finalize_batch();

@@ -1,6 +1,7 @@
 //! The block frame: one `#[repr(C)]` record per engine run that compiled blocks and their
 //! helpers share (context and state pointers, TLB tables, budget limits, exit reason).
 
+use crate::page_gen::{Epochs, Gens};
 use core::mem::offset_of;
 use lockstep_interp::mmu::Access;
 use lockstep_interp::{Cpu, CpuState, Ctx, ExitReason};
@@ -89,6 +90,11 @@ pub struct Frame {
     /// The `retired` value no jump between the blocks of one region may go past (`budget_end`;
     /// `Verify` lowers it so that one dispatch stays short).
     pub region_end: u64,
+    /// The current page generation (`crate::page_gen`), which compiled page checks compare
+    /// with first, and the engine's record of generations that [`Frame::sync_tlb`] keeps it
+    /// by (null: none; the generation stays 0, which no check compares with).
+    pub gen: u64,
+    pub gens: *mut Gens,
     /// Host deltas of TLB hits a baseline function keeps for later accesses (`base::emit`,
     /// `Emit::kept`): written and read only within one run of one function.
     pub hits: [u64; Frame::HIT_SLOTS],
@@ -110,6 +116,7 @@ impl Frame {
     pub const OFF_CHAIN_END: i32 = offset_of!(Frame, chain_end) as i32;
     pub const OFF_CHAINS: i32 = offset_of!(Frame, chains) as i32;
     pub const OFF_REGION_END: i32 = offset_of!(Frame, region_end) as i32;
+    pub const OFF_GEN: i32 = offset_of!(Frame, gen) as i32;
     /// Slots of [`Frame::hits`].
     pub const HIT_SLOTS: usize = 4;
 
@@ -129,7 +136,9 @@ impl Frame {
 
     /// A frame for `ctx`. The raw pointers stay valid while `ctx` is neither moved nor dropped
     /// and its TLB is not replaced; the dispatcher refreshes them before each block.
-    pub fn new(ctx: &mut Ctx<'_>) -> Frame {
+    /// `gens`: the engine's generations (see [`Frame::gens`]), alive and not otherwise
+    /// borrowed while the frame is used.
+    pub fn new(ctx: &mut Ctx<'_>, gens: *mut Gens) -> Frame {
         let mut f = Frame {
             state: core::ptr::null_mut(),
             ctx: core::ptr::null_mut(),
@@ -146,6 +155,8 @@ impl Frame {
             chain_end: 0,
             chains: 0,
             region_end: 0,
+            gen: 0,
+            gens,
             hits: [0; Frame::HIT_SLOTS],
             exit: None,
         };
@@ -176,6 +187,11 @@ impl Frame {
         self.tlb_read = ctx.cpu.tlb.raw_table(Access::Read);
         self.tlb_write = ctx.cpu.tlb.raw_table(Access::Write);
         self.tlb_exec = ctx.cpu.tlb.raw_table(Access::Exec);
+        // SAFETY: `gens` is null or the engine's `Gens`, which outlives the frame and which
+        // nothing else touches while the frame is in use (see `Frame::new`).
+        if let Some(g) = unsafe { self.gens.as_mut() } {
+            self.gen = g.sync(Epochs::of(&ctx.cpu.tlb, &*ctx.ram)) as u64;
+        }
     }
 }
 

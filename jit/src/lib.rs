@@ -16,6 +16,7 @@ pub mod frame;
 pub mod fuzzing;
 pub mod helpers;
 pub mod lift;
+pub mod page_gen;
 pub mod patch;
 pub mod region;
 pub mod step;

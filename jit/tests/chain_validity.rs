@@ -11,6 +11,7 @@ use iced_x86::code_asm::*;
 use lockstep_interp::state::reg;
 use lockstep_interp::testkit_sys::SysMachine;
 use lockstep_interp::ExitReason;
+use lockstep_jit::JitConfig;
 
 /// Page tables (`common::paging`: PDPT, PD and the 4 KiB page table for the first 2 MiB
 /// follow); the page table's address.
@@ -106,19 +107,32 @@ fn machine(how: Remap) -> SysMachine {
     m
 }
 
-/// Run `how` in both engines in slices of `slice` instructions; both must agree at every
-/// stop, and the JIT must have compiled and chained. Returns the final RAX.
+/// Run `how` in both engines in slices of `slice` instructions, the JIT with and without
+/// the baseline tier (whose checks and Cranelift's are emitted apart, each with its compare
+/// of the page generation first: `lockstep_jit::page_gen`); both engines must agree at every
+/// stop, and the JIT must have compiled and chained. Returns the final RAX (the same in
+/// both runs).
 fn run(how: Remap, slice: u64) -> u64 {
-    let mut b = machine(how);
-    let (jit, stop) = common::run_sys(&mut machine(how), &mut b, slice);
-    assert_eq!(stop, ExitReason::Halt, "{how:?}");
-    let s = &jit.stats;
-    assert!(
-        s.compiled > 0 && s.chained_runs > 0,
-        "{how:?}: {}",
-        s.summary()
-    );
-    b.cpu.state.gpr[reg::RAX]
+    let configs = [true, false].map(|baseline| JitConfig {
+        threshold: 2,
+        batch: 1,
+        baseline,
+        ..JitConfig::default()
+    });
+    let finals = configs.map(|config| {
+        let mut b = machine(how);
+        let (jit, stop) = common::run_sys_with(&mut machine(how), &mut b, slice, config);
+        assert_eq!(stop, ExitReason::Halt, "{how:?}");
+        let s = &jit.stats;
+        assert!(
+            s.compiled > 0 && s.chained_runs > 0,
+            "{how:?}: {}",
+            s.summary()
+        );
+        b.cpu.state.gpr[reg::RAX]
+    });
+    assert_eq!(finals[0], finals[1], "{how:?}");
+    finals[0]
 }
 
 /// The other side of the checks: while nothing changes, they pass. The loop calls TARGET

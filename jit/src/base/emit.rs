@@ -126,6 +126,8 @@ pub struct Emit {
     /// exit word in RCX.
     tails: Vec<(TailKey, CodeLabel)>,
     pub ram_base: u64,
+    /// The page checks that compare the page generation first (`BaseTarget::cert`).
+    pub cert: crate::page_gen::PageCert,
     pub fold: u64,
     pub counter: Option<u64>,
     chain_table: u64,
@@ -212,6 +214,7 @@ impl Emit {
             fast: None,
             tails: Vec::new(),
             ram_base: t.ram_base,
+            cert: t.cert.clone(),
             fold: t.fold,
             counter: t.counter,
             chain_table: t.chain_table,

@@ -448,7 +448,8 @@ pub fn emit_to_next(
             if let Some(g) = guard {
                 // (R8 no longer holds the last access's address: the next block forgets it
                 // anyway, `Emit::next_part`.)
-                super::check_page(e, (g.off, g.vpn, g.host), [(g.code_page, g.word)], miss)?;
+                let (expect, words) = ((g.off, g.vpn, g.host), [(g.code_page, g.word)]);
+                super::check_page(e, expect, words, miss, on)?;
             }
             e.a.jmp(on)?;
             e.a.set_label(&mut miss)?;

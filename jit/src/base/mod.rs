@@ -34,6 +34,7 @@ pub mod simd;
 
 use crate::chain;
 use crate::frame::{ret, Frame, OFF_RFLAGS, OFF_RIP};
+use crate::page_gen::PageCert;
 use emit::Emit;
 use iced_x86::code_asm::*;
 use lockstep_interp::decode::Block;
@@ -53,6 +54,8 @@ pub struct BaseTarget {
     pub count_chains: bool,
     /// Direct exits get patchable jumps and the function fast entries (`JitConfig::patch`).
     pub patch: bool,
+    /// The page checks that compare the page generation first (`crate::page_gen`).
+    pub cert: PageCert,
 }
 
 /// The baseline functions' run counters: one `u32` per function, counted down by its entry
@@ -269,7 +272,7 @@ fn entry(e: &mut Emit, block: &Block, parts: &[&Block], len: u64) -> Result<(), 
     if e.patch_exits() {
         fast_entries(e, block, len, expect, fail, body)?;
     } else {
-        check_page(e, expect, block.code_words(), fail)?;
+        check_page(e, expect, block.code_words(), fail, body)?;
     }
     e.a.set_label(&mut body)?;
     if let Some(counter) = e.counter {
@@ -334,7 +337,7 @@ fn fast_entries(
     let checked_id = budget(e)?;
     e.a.mov(rcx, rip)?;
     e.a.set_label(&mut check)?;
-    check_page(e, expect, block.code_words(), fail)?;
+    check_page(e, expect, block.code_words(), fail, body)?;
     e.a.jmp(body)?;
     let trusted_id = budget(e)?;
     e.fast = Some((checked_id, trusted_id));
@@ -350,13 +353,23 @@ fn fast_entries(
 /// The checks a compiled function's entry makes of its page (also made on the way into a
 /// callee's page in a trace, `insn::emit_to_next`): the execute TLB entry at byte `off` has
 /// tag `vpn` and host field `host` (`chain::exec_tlb_expect`), and each code page of `words`
-/// has its code word; any that fails goes to `fail`. Clobbers R8, RAX and the host's flags.
+/// has its code word; any that fails goes to `fail`, and the code after the checks is where
+/// they pass. When all of them held at the compile (`BaseTarget::cert`), the frame's page
+/// generation is compared first: the same one as then, and they all still hold
+/// (`crate::page_gen`), so the code jumps to `pass`, where the caller goes on after the
+/// checks. Clobbers R8, RAX and the host's flags.
 pub(super) fn check_page(
     e: &mut Emit,
     (off, vpn, host): (i32, u64, u64),
     words: impl IntoIterator<Item = (u64, u32)>,
     fail: CodeLabel,
+    pass: CodeLabel,
 ) -> Result<(), IcedError> {
+    let words: Vec<(u64, u32)> = words.into_iter().collect();
+    if let Some(g) = e.cert.gen_for(vpn, host, words.iter().copied()) {
+        e.a.cmp(qword_ptr(rsi + Frame::OFF_GEN), g)?;
+        e.a.je(pass)?;
+    }
     e.a.mov(r8, qword_ptr(rsi + Frame::OFF_TLB_EXEC))?;
     for (at, value) in [(off, vpn), (off + 8, host)] {
         // (A value that is a sign-extended 32-bit immediate is compared as one.)

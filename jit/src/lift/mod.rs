@@ -25,6 +25,7 @@ mod sse_mov;
 mod x87;
 
 use crate::frame::{gpr_off, ret, Frame, OFF_RFLAGS, OFF_RIP};
+use crate::page_gen::PageCert;
 use cranelift_codegen::ir::{
     condcodes::IntCC, types, AbiParam, AliasRegion, AliasRegionData, Block as IrBlock, InstBuilder,
     MemFlagsData, SigRef, Signature, Value,
@@ -133,6 +134,8 @@ pub struct Lower<'a> {
     pub b: FunctionBuilder<'a>,
     state: Value,
     frame: Value,
+    /// The page checks that compare the page generation first (`LowerTarget::cert`).
+    cert: PageCert,
     /// `ret_var` holds the count (`cpu.retired`, at [`Frame::STATE_TO_RETIRED`] from `state`):
     /// in a region, whose edges carry it in SSA values, loaded once at entry, relative to
     /// `Frame::region_end` ([`Lower::biased`]): `ret_var` holds `retired - region_end` (the end
@@ -529,6 +532,21 @@ fn entry_check(
     FLAG_RECORD.map(|off| ld(b, frame, off))
 }
 
+/// With `gen` (the page generation a page check's conditions held under at the compile:
+/// `crate::page_gen`), a compare of the frame's generation with it that goes on to `pass`
+/// when equal (the conditions still hold) and to a new block (left current, sealed) for the
+/// full check otherwise; nothing without.
+fn gen_or_check(b: &mut FunctionBuilder<'_>, frame: Value, gen: Option<i32>, pass: IrBlock) {
+    if let Some(g) = gen {
+        let now = b.ins().load(types::I64, host_mem(), frame, Frame::OFF_GEN);
+        let same = b.ins().icmp_imm_s(IntCC::Equal, now, g as i64);
+        let full = b.create_block();
+        b.ins().brif(same, pass, &[], full, &[]);
+        b.seal_block(full);
+        b.switch_to_block(full);
+    }
+}
+
 /// Whether the page checks of a function's entry hold (also made on the way into a member in
 /// another page, `Lower::enterable`): the execute TLB entry at byte `off` has tag `vpn` and
 /// host field `host` — the page's host address in RAM minus its linear address
@@ -589,6 +607,9 @@ pub struct LowerTarget {
     /// members first, then with the others in region order (host-side only: the order of
     /// the compares, not what they decide).
     pub switch_order: Vec<u64>,
+    /// The page checks that compare the frame's page generation first: those whose
+    /// conditions held at the compile, under that generation (`crate::page_gen`).
+    pub cert: PageCert,
 }
 
 /// Lift a region into the function under construction in `b` (its signature must be
@@ -612,6 +633,7 @@ pub fn lower_region(
         ram_base,
         fold_offsets,
         switch_order,
+        cert,
     } = target;
     for id in GUEST_REGION..VEC_REGION + 16 {
         let what = match id {
@@ -768,6 +790,7 @@ pub fn lower_region(
         b,
         state,
         frame,
+        cert,
         count_in_var: region,
         vars,
         loaded: 0,
@@ -1237,8 +1260,10 @@ impl Lower<'_> {
         }
         let g = self.members[m].guard?;
         let words = [(g.code_page, g.word)];
-        let ok = page_ok(&mut self.b, self.frame, (g.off, g.vpn, g.host), words);
         let pass = self.b.create_block();
+        let gen = self.cert.gen_for(g.vpn, g.host, words.into_iter());
+        gen_or_check(&mut self.b, self.frame, gen, pass);
+        let ok = page_ok(&mut self.b, self.frame, (g.off, g.vpn, g.host), words);
         self.b.ins().brif(ok, pass, &[], miss, &[]);
         self.b.seal_block(pass);
         self.b.switch_to_block(pass);
