@@ -94,6 +94,7 @@ pub struct Frame {
     /// with first, and the engine's record of generations that [`Frame::sync_tlb`] keeps it
     /// by (null: none; the generation stays 0, which no check compares with).
     pub gen: u64,
+    /// See [`Frame::gen`].
     pub gens: *mut Gens,
     /// Host deltas of TLB hits a baseline function keeps for later accesses (`base::emit`,
     /// `Emit::kept`): written and read only within one run of one function.

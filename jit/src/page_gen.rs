@@ -7,9 +7,10 @@
 //! page. What it establishes cannot change while two epochs stay the same: the current
 //! TLB set's execute epoch ([`Tlb::exec_epoch`]: it moves on with any change of that set's
 //! execute table that could change a hit, a fill into an empty slot aside) and the RAM's
-//! code epoch ([`GuestRam::code_epoch`]: it moves on with any page's code word). So the
-//! engine numbers the epoch pairs it sees ([`Gens`]: a *generation*, a small number that
-//! stands for one pair and no other, for the life of the engine); the frame carries the
+//! code epoch ([`GuestRam::code_epoch`]: it moves on with any page's code word) — and the
+//! RAM's host address, which the entries' host fields include. So the engine numbers the
+//! epochs it sees ([`Gens`]: a *generation*, a small number that stands for one set of
+//! epochs and no other, for the life of the engine); the frame carries the
 //! current one ([`crate::frame::Frame::gen`], brought up to date wherever the frame's TLB
 //! pointers are, [`crate::frame::Frame::sync_tlb`]); and the compiler, which sees the TLB
 //! and the code words as they are when it compiles ([`PageCert`]), gives each page check
@@ -45,7 +46,7 @@ impl Epochs {
     }
 }
 
-/// How many recent epoch pairs keep their generation: a system-mode guest goes back and forth
+/// How many recent [`Epochs`] keep their generation: a system-mode guest goes back and forth
 /// between its user and supervisor TLB sets (each with its own execute epoch), and the
 /// generations code was compiled under hold again on the way back.
 const RECENT: usize = 4;
@@ -118,11 +119,6 @@ pub struct PageCert {
 }
 
 impl PageCert {
-    /// Nothing certified (every check is the full one).
-    pub fn none() -> PageCert {
-        PageCert::default()
-    }
-
     /// What holds now for the pages of `blocks` (decoded from `ram`, whose host base is
     /// `ram_base`), under generation `gen` (that of [`Epochs::of`] `tlb` and `ram` now).
     pub fn new<'a>(
@@ -181,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn a_generation_stands_for_one_pair_of_epochs() {
+    fn a_generation_stands_for_one_set_of_epochs() {
         let mut g = Gens::new();
         let a = g.sync(epochs(1, 1));
         assert_eq!(a, 1);
@@ -190,10 +186,10 @@ mod tests {
         let b = g.sync(epochs(1, 2));
         let c = g.sync(epochs(2, 2));
         assert!(b != a && c != a && c != b);
-        // Back to a recent pair: its number again (a round trip through the other set).
+        // Back to recent epochs: their number again (a round trip through the other set).
         assert_eq!(g.sync(epochs(1, 1)), a);
         assert_eq!(g.sync(epochs(2, 2)), c);
-        // A pair pushed out of the recent ones gets a new number, never an old one.
+        // Epochs pushed out of the recent ones get a new number, never an old one.
         for k in 10..20 {
             g.sync(epochs(k, 0));
         }
@@ -208,7 +204,7 @@ mod tests {
         assert_eq!(g.sync(epochs(1, 1)), i32::MAX as u32);
         assert_eq!(g.sync(epochs(2, 1)), 0);
         assert_eq!(g.sync(epochs(3, 1)), 0);
-        // The last one handed out still stands for its pair.
+        // The last one handed out still stands for its epochs.
         assert_eq!(g.sync(epochs(1, 1)), i32::MAX as u32);
     }
 }
