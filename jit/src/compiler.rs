@@ -94,6 +94,8 @@ pub struct Compiler {
     promote_after: u32,
     /// Blocks shorter than this are never promoted.
     promote_min: usize,
+    /// `JitConfig::shared_exit_tails_min` (`lift::LowerTarget::shared_tails_min`).
+    pub shared_tails_min: usize,
     counters: base::RunCounters,
     /// Baseline exits jump straight to their targets' fast entries once their links are
     /// filled (`crate::patch`, `JitConfig::patch_exits`).
@@ -384,6 +386,7 @@ impl Compiler {
             use_base: false,
             promote_after: 0,
             promote_min: 0,
+            shared_tails_min: lift::SHARED_TAILS_MIN,
             counters: base::RunCounters::default(),
             use_patch: true,
             patches: crate::patch::Patches::default(),
@@ -503,6 +506,7 @@ impl Compiler {
                 fold_offsets: fold,
                 switch_order,
                 cert: cert.clone(),
+                shared_tails_min: self.shared_tails_min,
             },
             |b| HelperSigs {
                 exec: b.import_signature(hs[HELPER_EXEC].clone()),

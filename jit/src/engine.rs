@@ -66,6 +66,10 @@ pub struct JitConfig {
     /// a block outside loops runs about as fast in the baseline tier as lifted, without
     /// its counter at every entry or the Cranelift compile (docs/jit.md, "Promotion").
     pub promote_min_insns: usize,
+    /// Guest instructions from which a region's deferring exits share write-back tails
+    /// (`lift::SHARED_TAILS_MIN`, the default; tests lower it to run the tails in small
+    /// regions).
+    pub shared_exit_tails_min: usize,
     /// Most blocks in a baseline trace (`crate::base::compile`): a block the baseline tier
     /// takes is compiled together with up to this many minus one blocks of its page that
     /// it goes on to, one after the other (1: single blocks).
@@ -156,6 +160,7 @@ impl Default for JitConfig {
             baseline: true,
             promote: 50_000,
             promote_min_insns: usize::MAX,
+            shared_exit_tails_min: crate::lift::SHARED_TAILS_MIN,
             base_trace: 4,
             fp_loops_base: true,
             call_loops_base: true,
@@ -690,6 +695,7 @@ impl Jit {
             Compiler::with_opt_levels(opt_level, loop_opt_level, chain.addr(), config.count_chains);
         compiler.set_baseline(config.baseline, config.promote, config.promote_min_insns);
         compiler.set_patch_exits(config.patch_exits);
+        compiler.shared_tails_min = config.shared_exit_tails_min;
         Jit {
             early: early_count(&config),
             config,

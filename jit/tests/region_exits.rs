@@ -350,3 +350,25 @@ fn a_switch_jump_compares_its_most_frequent_target_first() {
         "compared in the order {order:x?}, cases {cases:x?}"
     );
 }
+
+/// Deferring exits share write-back tails by the registers they hold dirty (in regions of
+/// at least `lift::SHARED_TAILS_MIN` instructions; here in every region): each must still
+/// store exactly its own registers' values. The loop above faults at its load (a deferring
+/// exit) after the first block changed RBX, R8 and R9, and runs to its end in budget slices
+/// that stop inside it.
+#[test]
+fn deferring_exits_through_shared_tails_store_their_own_registers() {
+    let config = || lockstep_jit::JitConfig {
+        shared_exit_tails_min: 0,
+        ..region_config()
+    };
+    let (m, jit) = until_exception(&program(700), config(), &|_| {});
+    assert_eq!(m.gpr(reg::RBX), 700);
+    assert_eq!(m.gpr(reg::R9), 2100);
+    assert_eq!(m.gpr(reg::R8), 3 * 700 * 701 / 2);
+    assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
+    for slices in [&[97u64; 200][..], &[331; 80][..]] {
+        let (_, jit, _) = compare(&program(2000), slices, config(), &|_| {});
+        assert!(jit.stats.region_edges > 0, "{}", jit.stats.summary());
+    }
+}
