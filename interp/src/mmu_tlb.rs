@@ -616,9 +616,7 @@ impl Tlb {
         let vpn = lin >> PAGE_SHIFT;
         let s = Self::slot(vpn);
         self.version = self.version.wrapping_add(1);
-        let exec = index(Access::Exec);
-        let exec_filled = |t: &Tlb| [&t.cur, &t.other].map(|set| set.tables[exec].filled);
-        let before = exec_filled(self);
+        let before = self.exec_filled();
         let has_large = self.has_large;
         for t in self.all_tables() {
             if t.entries[s].tag == vpn {
@@ -628,9 +626,21 @@ impl Tlb {
                 t.drop_large_holding(vpn);
             }
         }
-        // The execute epochs move only when an execute entry went: a page that was never
-        // run from (a heap page unmapped, a data page made read-only) changes no execute hit.
-        if exec_filled(self) != before {
+        // A page that was never run from (a heap page unmapped, a data page made
+        // read-only) changes no execute hit.
+        self.renew_exec_epochs_if_dropped(before);
+    }
+
+    /// How many entries the two sets' execute tables hold.
+    fn exec_filled(&self) -> [u32; 2] {
+        let exec = index(Access::Exec);
+        [&self.cur, &self.other].map(|set| set.tables[exec].filled)
+    }
+
+    /// After dropping entries: new execute epochs when an execute entry went (`before`: what
+    /// [`Tlb::exec_filled`] said before), else none — no execute hit changed.
+    fn renew_exec_epochs_if_dropped(&mut self, before: [u32; 2]) {
+        if self.exec_filled() != before {
             self.renew_exec_epochs(true);
         }
     }
@@ -650,14 +660,13 @@ impl Tlb {
         }
         self.version = self.version.wrapping_add(1);
         let exec = index(Access::Exec);
-        let mut dropped = false;
+        let before = self.exec_filled();
         for set in [&mut self.cur, &mut self.other] {
             for (i, t) in set.tables.iter_mut().enumerate() {
                 if i != exec {
                     t.clear_all();
                     continue;
                 }
-                let before = t.filled;
                 t.drop_where(|e, meta| {
                     // The entry's pages: its tag's, or the whole large page holding it.
                     let size = (meta & META_SIZE) as u32;
@@ -665,12 +674,9 @@ impl Tlb {
                     let last = first | ((1u64 << size) - 1);
                     first < hi && last >= lo
                 });
-                dropped |= t.filled != before;
             }
         }
-        if dropped {
-            self.renew_exec_epochs(true);
-        }
+        self.renew_exec_epochs_if_dropped(before);
     }
 
     /// Drop one linear page (INVLPG); the same as [`Tlb::invalidate_page`].
