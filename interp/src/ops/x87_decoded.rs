@@ -9,8 +9,9 @@
 use super::x87_arith::{binary_commit, binary_compute, binary_form, mem_value, BinaryForm, Op};
 use super::x87_common::{get_st, is_mem, st_index, unmasked};
 use super::x87_load::{load_commit, load_compute, load_mem_value};
-use crate::state::{ctl, CpuState};
-use crate::x87::sw;
+use crate::state::{ctl, CpuState, X87State};
+use crate::x87::fast::{self, FastOp};
+use crate::x87::{sw, Env, F80};
 use iced_x86::{Instruction, MemorySize, Mnemonic};
 
 const KIND_LOAD: u64 = 1;
@@ -84,7 +85,81 @@ pub fn run(s: &mut CpuState, form: u64, ip: u64, lo: u64, hi: u64) -> bool {
     if s.cr0 & (ctl::CR0_EM | ctl::CR0_TS) != 0 || s.x87.fsw & sw::ES != 0 {
         return false;
     }
-    let f = &mut s.x87;
+    run_fast(&mut s.x87, form, ip, lo, hi) || run_general(&mut s.x87, form, ip, lo, hi)
+}
+
+/// The common case of [`run`] in few steps: a load that raises nothing into an empty
+/// register, or arithmetic on two normal numbers with a normal result
+/// ([`fast::arith`](crate::x87::fast::arith)) and PE masked. False, the state untouched,
+/// for anything else.
+#[inline(always)]
+fn run_fast(f: &mut X87State, form: u64, ip: u64, lo: u64, hi: u64) -> bool {
+    let top = ((f.fsw >> 11) & 7) as usize;
+    let reg = ((form >> 9) & 7) as usize;
+    let mem = form & MEM != 0;
+    let size = SIZES[((form >> 13) & 7) as usize];
+    let full = |f: &X87State, i: usize| f.ftw & (1 << ((top + i) & 7)) != 0;
+    let read = |f: &X87State, i: usize| F80::from_bytes(&f.regs[(top + i) & 7][..10]);
+    if form & KIND_LOAD != 0 {
+        let v = if mem {
+            match load_mem_value(size, lo, hi as u16) {
+                (v, 0) => v,
+                _ => return false,
+            }
+        } else if full(f, reg) {
+            read(f, reg)
+        } else {
+            return false;
+        };
+        let t = (top + 7) & 7;
+        if f.ftw & (1 << t) != 0 {
+            return false; // stack overflow
+        }
+        f.regs[t][..10].copy_from_slice(&v.to_bytes());
+        f.ftw |= 1 << t;
+        f.fsw = (f.fsw & !(sw::TOP | sw::C1)) | (t as u16) << 11;
+    } else {
+        let dst = ((form >> 6) & 7) as usize;
+        if f.fcw & sw::PE == 0 || !full(f, dst) {
+            return false;
+        }
+        let src = if mem {
+            match mem_value(size, lo) {
+                (v, 0) => v,
+                _ => return false,
+            }
+        } else if full(f, reg) {
+            read(f, reg)
+        } else {
+            return false;
+        };
+        let d = read(f, dst);
+        let (a, b) = if form & (1 << 4) != 0 {
+            (src, d)
+        } else {
+            (d, src)
+        };
+        let op = [FastOp::Add, FastOp::Sub, FastOp::Mul, FastOp::Div][((form >> 2) & 3) as usize];
+        let e = Env::from_fcw(f.fcw);
+        let Some((v, flags)) = fast::arith(op, a, b, e.prec, e.rc) else {
+            return false;
+        };
+        // As `binary_commit`: the destination, then the pop; PE sticky, C1 replaced.
+        let p = (top + dst) & 7;
+        f.regs[p][..10].copy_from_slice(&v.to_bytes());
+        f.ftw |= 1 << p;
+        f.fsw = (f.fsw & !sw::C1) | flags;
+        if form & (1 << 5) != 0 {
+            f.ftw &= !(1 << top);
+            f.fsw = (f.fsw & !sw::TOP) | (((top + 1) & 7) as u16) << 11;
+        }
+    }
+    f.fip = ip;
+    true
+}
+
+/// [`run`] through the interpreter handlers' own functions.
+fn run_general(f: &mut X87State, form: u64, ip: u64, lo: u64, hi: u64) -> bool {
     let size = SIZES[((form >> 13) & 7) as usize];
     let reg = ((form >> 9) & 7) as usize;
     let mem = form & MEM != 0;
@@ -121,4 +196,97 @@ pub fn run(s: &mut CpuState, form: u64, ip: u64, lo: u64, hi: u64) -> bool {
     }
     f.fip = ip;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::ChaCha8Rng;
+    use rand_core::{RngCore, SeedableRng};
+
+    /// A register or memory value: mostly normal numbers near one another, some specials.
+    fn value(r: &mut ChaCha8Rng) -> F80 {
+        let e = match r.next_u32() % 8 {
+            0 => r.next_u32() as u16 & 0x7fff,
+            1 => 0,
+            2 => 0x7fff,
+            _ => 0x3fff - 40 + (r.next_u32() % 80) as u16,
+        };
+        let sig = match r.next_u32() % 4 {
+            0 => r.next_u64(),
+            1 => 1 << 63,
+            _ => 1 << 63 | r.next_u64(),
+        };
+        F80 {
+            se: (r.next_u32() as u16 & 0x8000) | e,
+            sig,
+        }
+    }
+
+    /// Memory operand bits of each kind: plain numbers, zeros, denormals, NaNs, extremes.
+    fn mem_bits(r: &mut ChaCha8Rng, kind: u64) -> (u64, u64) {
+        let pick = r.next_u32() % 6;
+        let lo = match (kind, pick) {
+            (_, 0) => 0,
+            (_, 1) => r.next_u64() & 0xff, // a denormal float, a small integer
+            (0, 2) => 0x7f80_0001,         // f32 SNaN
+            (1, 2) => 0x7ff0_0000_0000_0001,
+            (0, _) => 0x3f80_0000 | (r.next_u64() & 0x807f_ffff), // f32 around 1
+            (1, _) => 0x3ff0_0000_0000_0000 | (r.next_u64() & 0x800f_ffff_ffff_ffff),
+            (2, _) => {
+                let v = value(r);
+                return ({ v.sig }, v.se as u64);
+            }
+            _ => r.next_u64() >> (r.next_u32() % 64),
+        };
+        (lo, 0)
+    }
+
+    /// Where [`run_fast`] answers, it leaves the same state as the general path: random
+    /// stacks (full and empty registers), control words (PC, RC, masks), loads and
+    /// arithmetic in every form.
+    #[test]
+    fn fast_path_leaves_the_state_the_general_path_leaves() {
+        let mut r = ChaCha8Rng::seed_from_u64(7);
+        let (mut fast, mut total) = (0u32, 0u32);
+        for _ in 0..200_000 {
+            let mut f = X87State::default();
+            for reg in f.regs.iter_mut() {
+                reg[..10].copy_from_slice(&value(&mut r).to_bytes());
+            }
+            f.ftw = (r.next_u32() | r.next_u32()) as u8;
+            f.fsw = (r.next_u32() as u16) & !(sw::ES | sw::B);
+            f.fcw = (r.next_u32() as u16 | r.next_u32() as u16) & 0xf3f;
+            let kind = (r.next_u32() % 6) as u64;
+            let mem = r.next_u32() % 2 == 0;
+            let form = if r.next_u32() % 3 == 0 {
+                KIND_LOAD
+                    | if mem {
+                        MEM | kind << 13
+                    } else {
+                        (r.next_u64() & 7) << 9
+                    }
+            } else {
+                let src = if mem && kind != 2 && kind != 5 {
+                    MEM | kind << 13
+                } else {
+                    (r.next_u64() & 7) << 9
+                };
+                (r.next_u64() & 0xff) << 2 & 0x1fc | src
+            };
+            let (lo, hi) = mem_bits(&mut r, kind);
+            let mut a = f.clone();
+            let mut b = f.clone();
+            total += 1;
+            if run_fast(&mut a, form, 0x1234, lo, hi) {
+                fast += 1;
+                let done = run_general(&mut b, form, 0x1234, lo, hi);
+                assert!(done, "form {form:#x}: the general path declined");
+                assert_eq!(a, b, "form {form:#x} lo {lo:#x} hi {hi:#x} from {f:?}");
+            } else {
+                assert_eq!(a, f, "form {form:#x}: declined but changed the state");
+            }
+        }
+        assert!(fast > total / 8, "fast path taken {fast} of {total}");
+    }
 }

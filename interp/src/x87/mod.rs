@@ -4,6 +4,7 @@
 
 pub mod arith;
 pub mod convert;
+pub mod fast;
 pub mod float;
 pub mod misc;
 #[cfg(all(test, target_arch = "x86_64"))]
