@@ -275,8 +275,8 @@ mod tests {
                 (r.next_u64() & 0xff) << 2 & 0x1fc | src
             };
             let (lo, hi) = mem_bits(&mut r, kind);
-            let mut a = f.clone();
-            let mut b = f.clone();
+            let mut a = f;
+            let mut b = f;
             total += 1;
             if run_fast(&mut a, form, 0x1234, lo, hi) {
                 fast += 1;
