@@ -505,6 +505,24 @@ impl Emit {
         self.pending = None;
     }
 
+    /// Before INC/DEC, which keep CF: when the guest's CF is to be had cheaply — the host's
+    /// flags are the guest's, or the capture awaiting its merge has CF — make the host's
+    /// flags the guest's (restored from that capture if needed) and drop the capture. The
+    /// host instruction then leaves every status flag the guest's (it keeps the host's CF),
+    /// to be captured whole: no merge of the old capture before it (ten instructions and a
+    /// read-modify-write of RFLAGS) and, at a chained exit, a raw record handed over instead
+    /// of merging a capture without CF. False, nothing done, otherwise (flags left lazy by a
+    /// logic operation are never followed by INC/DEC: see `lazy_ok`).
+    pub fn carry_through(&mut self) -> Result<bool, IcedError> {
+        let cheap = self.host == HostFlags::Guest || self.pending.is_some_and(|c| c.set & CF != 0);
+        if !cheap || self.lazy.is_some() {
+            return Ok(false);
+        }
+        self.flags_for(true)?;
+        self.pending = None;
+        Ok(true)
+    }
+
     /// The flag state at a branch, for the code of its other side ([`Emit::restore`]).
     pub fn branch_state(&self) -> (Option<Capture>, HostFlags, bool, Option<u8>) {
         (self.pending, self.host, self.record_live, self.lazy)
