@@ -1,8 +1,10 @@
 //! x87 loads and arithmetic from a form decoded once and packed in a word, for the JIT's
 //! native x87 path: FLD/FILD (m32/m64/m80 floats, m16/m32/m64 integers, ST(i)) and
-//! FADD/FSUB/FSUBR/FMUL/FDIV/FDIVR in every form but BCD. [`run`] computes and commits with the
-//! interpreter handlers' own functions (`x87_arith::binary_compute`/`binary_commit`,
-//! `x87_load::load_compute`/`load_commit`) and declines, leaving the state untouched, whenever
+//! FADD/FSUB/FSUBR/FMUL/FDIV/FDIVR in every form but BCD. [`run`] first tries the common case
+//! on its own (`run_fast`: a load that raises nothing into an empty register, arithmetic of
+//! two normal numbers with a normal result through `x87::fast`), else computes and commits
+//! with the interpreter handlers' own functions (`x87_arith::binary_compute`/`binary_commit`,
+//! `x87_load::load_compute`/`load_commit`); it declines, leaving the state untouched, whenever
 //! the handler would do more than that: the FPU unavailable (#NM), a pending exception (#MF),
 //! or an unmasked exception to record (FOP, FDP). The caller then runs the handler.
 
