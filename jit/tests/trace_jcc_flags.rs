@@ -85,14 +85,24 @@ fn a_memory_operand_after_a_trace_jcc_sees_the_compare_s_flags() {
 }
 
 /// `add eax, ebx` / `cmp ebx, 5` first, or after MOVs of registers and immediates (they
-/// replace the flags; nothing captured on the way on), and `adc eax, ebx` (reads CF:
-/// captured), also after a MOV: every round to the end, at every budget slice, and under
-/// `Verify`.
+/// replace the flags; nothing captured on the way on), SETcc of the compare's flags, and
+/// `adc eax, ebx` (reads CF: captured), also after a MOV: every round to the end, at every
+/// budget slice, and under `Verify`.
 #[test]
 fn register_operands_after_a_trace_jcc_match_the_interpreter() {
     type First = fn(&mut CodeAssembler) -> Result<(), IcedError>;
-    let firsts: [First; 5] = [
+    let firsts: [First; 6] = [
         |a| a.add(eax, ebx),
+        // Conditions read straight from the host's flags, which the Jcc's way on leaves as
+        // the compare's (`Emit::next_part`).
+        |a| {
+            a.seto(sil)?;
+            a.setbe(dil)?;
+            a.sets(r9b)?;
+            a.add(esi, edi)?;
+            a.add(eax, r9d)?;
+            a.add(eax, esi)
+        },
         |a| a.cmp(ebx, 5),
         |a| a.adc(eax, ebx),
         |a| {

@@ -919,13 +919,19 @@ impl Emit {
     /// No budget check: the entry checked the whole trace's (`BaseCode::len`; until session
     /// 38 each block checked its own here). Captured flags stay pending across (the exit
     /// merges them).
-    pub fn next_part(&mut self, upto: u64) {
-        // R8/R9's last access is forgotten, and what the host flags hold: one probe per
-        // block, and flags reasoned about per block, keep the reasoning local.
+    ///
+    /// `flags_kept`: the block before ended in a Jcc or a JMP, whose way on emits nothing
+    /// that touches the host's flags (no guard: only an indirect CALL's target gets one), so
+    /// what they hold stays known — `cmp; je …; jg …` reads the second condition straight
+    /// from them rather than restoring them from the capture.
+    pub fn next_part(&mut self, upto: u64, flags_kept: bool) {
+        // R8/R9's last access is forgotten: one probe per block keeps the reasoning local.
         self.last = None;
         self.kept.clear();
         self.len = upto;
-        self.host = HostFlags::Stale;
+        if !flags_kept {
+            self.host = HostFlags::Stale;
+        }
     }
 
     // ----- exits -----

@@ -212,7 +212,11 @@ fn emit_function(
         if p > 0 {
             let first = part.insns.first().ok_or("an empty block in a trace")?;
             e.start_insn(before as usize, first);
-            e.next_part(before + n as u64);
+            let jump = parts[p - 1]
+                .insns
+                .last()
+                .is_some_and(|d| d.ins.is_jcc_short_or_near() || d.ins.is_jmp_short_or_near());
+            e.next_part(before + n as u64, jump && guards[p].is_none());
         }
         // Per block: the way on to the next one is a barrier for the flags, as an exit is.
         let dead = insn::dead_flags(&part.insns);
