@@ -410,10 +410,7 @@ fn flags_handed_over_raw_match_the_interpreter() {
                     let (x, y) = operands(size);
                     let (mut top, mut producer) = (a.create_label(), a.create_label());
                     let (mut reader, mut store) = (a.create_label(), a.create_label());
-                    a.mov(rdi, DATA_BASE)?;
-                    a.mov(ecx, 40)?;
-                    a.mov(r14, 0x0123_4567_89ab_cdefu64)?;
-                    a.mov(r15, 0xfedc_ba98_7654_3211u64)?;
+                    producer_setup(a)?;
                     a.set_label(&mut top)?;
                     a.mov(rax, r14)?;
                     a.mov(rdx, r15)?;
@@ -422,25 +419,13 @@ fn flags_handed_over_raw_match_the_interpreter() {
                     x.op(a, y, op)?;
                     a.jmp(reader)?;
                     a.set_label(&mut reader)?;
-                    let outs = [r8b, r9b, r10b, r11b, r12b, r13b, bl, bpl];
-                    set_conditions(a, outs)?;
-                    for (i, r) in outs.into_iter().enumerate() {
-                        a.mov(byte_ptr(rdi + i), r)?;
-                    }
+                    store_conditions(a)?;
                     if lifted_reader {
                         a.mov(bh, 1)?;
                     }
                     a.jmp(store)?;
                     a.set_label(&mut store)?;
-                    a.pushfq()?;
-                    a.pop(r9)?;
-                    a.mov(qword_ptr(rdi + 8), r9)?;
-                    a.add(rdi, 16)?;
-                    a.mov(rax, r14)?;
-                    a.imul_2(rax, r15)?;
-                    a.add(r14, rax)?;
-                    a.rol(r15, 13)?;
-                    a.xor(r15, r14)?;
+                    next_operands(a)?;
                     a.dec(ecx)?;
                     a.jne(top)?;
                     a.hlt()
@@ -451,13 +436,7 @@ fn flags_handed_over_raw_match_the_interpreter() {
                     promote: 0,
                     ..baseline_config()
                 };
-                let slices = if op % 9 == 0 {
-                    short_slices()
-                } else {
-                    vec![1 << 20]
-                };
-                let (_, jit, exit) = compare(&code, &slices, config, &|_| {});
-                assert!(ran_to_hlt(&exit), "{exit:?}");
+                let jit = producer_run(&code, config, op % 9 == 0);
                 let what = format!("size {size} op {op}: {}", jit.stats.summary());
                 // (The producer's block, and the reader's unless it is lifted.)
                 assert!(jit.stats.baseline > !lifted_reader as u64, "{what}");
@@ -483,10 +462,7 @@ fn inc_and_dec_keep_the_carry_of_every_producer() {
                     let (x, y) = operands(size);
                     let (mut top, mut producer) = (a.create_label(), a.create_label());
                     let (mut reader, mut on) = (a.create_label(), a.create_label());
-                    a.mov(rdi, DATA_BASE)?;
-                    a.mov(ecx, 40)?;
-                    a.mov(r14, 0x0123_4567_89ab_cdefu64)?;
-                    a.mov(r15, 0xfedc_ba98_7654_3211u64)?;
+                    producer_setup(a)?;
                     a.set_label(&mut top)?;
                     a.mov(rax, r14)?;
                     a.mov(rdx, r15)?;
@@ -509,20 +485,8 @@ fn inc_and_dec_keep_the_carry_of_every_producer() {
                     }
                     a.jmp(reader)?;
                     a.set_label(&mut reader)?;
-                    let outs = [r8b, r9b, r10b, r11b, r12b, r13b, bl, bpl];
-                    set_conditions(a, outs)?;
-                    for (i, r) in outs.into_iter().enumerate() {
-                        a.mov(byte_ptr(rdi + i), r)?;
-                    }
-                    a.pushfq()?;
-                    a.pop(r9)?;
-                    a.mov(qword_ptr(rdi + 8), r9)?;
-                    a.add(rdi, 16)?;
-                    a.mov(rax, r14)?;
-                    a.imul_2(rax, r15)?;
-                    a.add(r14, rax)?;
-                    a.rol(r15, 13)?;
-                    a.xor(r15, r14)?;
+                    store_conditions(a)?;
+                    next_operands(a)?;
                     a.lea(rsi, qword_ptr(rsi + rcx * 8 - 1))?;
                     a.dec(ecx)?;
                     a.jne(top)?;
@@ -533,18 +497,54 @@ fn inc_and_dec_keep_the_carry_of_every_producer() {
                     promote: 0,
                     ..baseline_config()
                 };
-                let slices = if op % 7 == 0 {
-                    short_slices()
-                } else {
-                    vec![1 << 20]
-                };
-                let (_, jit, exit) = compare(&code, &slices, config, &|_| {});
-                assert!(ran_to_hlt(&exit), "{exit:?}");
+                let jit = producer_run(&code, config, op % 7 == 0);
                 let what = format!("size {size} op {op} form {form}: {}", jit.stats.summary());
                 assert!(jit.stats.baseline > 1, "{what}");
             }
         }
     }
+}
+
+/// The producer tests' start: records at RDI, 40 rounds in ECX, the first operands in
+/// R14/R15 (each round's RAX and RDX).
+fn producer_setup(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.mov(rdi, DATA_BASE)?;
+    a.mov(ecx, 40)?;
+    a.mov(r14, 0x0123_4567_89ab_cdefu64)?;
+    a.mov(r15, 0xfedc_ba98_7654_3211u64)
+}
+
+/// A producer test's program against the interpreter, to its HLT: in one slice, or (`short`)
+/// at every stopping point of short slices. The JIT, for its statistics.
+fn producer_run(code: &[u8], config: JitConfig, short: bool) -> lockstep_jit::Jit {
+    let slices = if short { short_slices() } else { vec![1 << 20] };
+    let (_, jit, exit) = compare(code, &slices, config, &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    jit
+}
+
+/// The producer tests' reader: the eight conditions of [`set_conditions`] stored at RDI.
+fn store_conditions(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    let outs = [r8b, r9b, r10b, r11b, r12b, r13b, bl, bpl];
+    set_conditions(a, outs)?;
+    for (i, r) in outs.into_iter().enumerate() {
+        a.mov(byte_ptr(rdi + i), r)?;
+    }
+    Ok(())
+}
+
+/// The producer tests' next round: RFLAGS stored after the conditions, RDI past this
+/// round's record, new operands in R14/R15.
+fn next_operands(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.pushfq()?;
+    a.pop(r9)?;
+    a.mov(qword_ptr(rdi + 8), r9)?;
+    a.add(rdi, 16)?;
+    a.mov(rax, r14)?;
+    a.imul_2(rax, r15)?;
+    a.add(r14, rax)?;
+    a.rol(r15, 13)?;
+    a.xor(r15, r14)
 }
 
 /// A test producer's operands of `size` bytes: RAX's and RDX's.

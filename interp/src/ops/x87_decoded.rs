@@ -102,15 +102,20 @@ fn run_fast(f: &mut X87State, form: u64, ip: u64, lo: u64, hi: u64) -> bool {
     let size = SIZES[((form >> 13) & 7) as usize];
     let full = |f: &X87State, i: usize| f.ftw & (1 << ((top + i) & 7)) != 0;
     let read = |f: &X87State, i: usize| F80::from_bytes(&f.regs[(top + i) & 7][..10]);
-    if form & KIND_LOAD != 0 {
-        let v = if mem {
-            match load_mem_value(size, lo, hi as u16) {
-                (v, 0) => v,
-                _ => return false,
+    // The source: the memory operand as `convert` reads it, if that raises nothing, or a
+    // full ST(reg).
+    let source = |f: &X87State, convert: fn(MemorySize, u64, u64) -> (F80, u16)| {
+        if mem {
+            match convert(size, lo, hi) {
+                (v, 0) => Some(v),
+                _ => None,
             }
-        } else if full(f, reg) {
-            read(f, reg)
         } else {
+            full(f, reg).then(|| read(f, reg))
+        }
+    };
+    if form & KIND_LOAD != 0 {
+        let Some(v) = source(f, |s, lo, hi| load_mem_value(s, lo, hi as u16)) else {
             return false;
         };
         let t = (top + 7) & 7;
@@ -125,14 +130,7 @@ fn run_fast(f: &mut X87State, form: u64, ip: u64, lo: u64, hi: u64) -> bool {
         if f.fcw & sw::PE == 0 || !full(f, dst) {
             return false;
         }
-        let src = if mem {
-            match mem_value(size, lo) {
-                (v, 0) => v,
-                _ => return false,
-            }
-        } else if full(f, reg) {
-            read(f, reg)
-        } else {
+        let Some(src) = source(f, |s, lo, _| mem_value(s, lo)) else {
             return false;
         };
         let d = read(f, dst);

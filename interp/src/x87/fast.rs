@@ -7,7 +7,7 @@
 //! mode. It is what the JIT's x87 helper runs first (a harmonic sum in long double spent
 //! ~800 host instructions per iteration in the general path's checks and 128-bit rounding).
 
-use super::float::{rc, sw, F80, INT_BIT};
+use super::float::{round_bits, sw, F80, INT_BIT};
 use crate::ops::muldiv::div_128_by_64;
 
 /// The four operations, as the x87 helper numbers them.
@@ -123,13 +123,7 @@ fn round(sign: bool, e: i32, v: u128, prec: u32, mode: u8) -> Option<(F80, u16)>
         let below = hi << prec;
         (hi >> sh, below >> 63 != 0, (below << 1 != 0) | (lo != 0))
     };
-    let inexact = guard | sticky;
-    let up = match mode {
-        rc::NEAREST => guard & (sticky | (kept & 1 != 0)),
-        rc::DOWN => sign & inexact,
-        rc::UP => !sign & inexact,
-        _ => false,
-    };
+    let (inexact, up) = round_bits(sign, kept, guard, sticky, mode);
     // Carry out of the `prec` bits (all ones rounded up): 1.000… one binade up.
     let carry = up & (kept == u64::MAX >> sh);
     let e = e + carry as i32;
@@ -155,6 +149,7 @@ fn round(sign: bool, e: i32, v: u128, prec: u32, mode: u8) -> Option<(F80, u16)>
 mod tests {
     use super::*;
     use crate::x87::arith;
+    use crate::x87::float::rc;
     use crate::x87::Env;
     use rand_chacha::ChaCha8Rng;
     use rand_core::{RngCore, SeedableRng};

@@ -309,6 +309,21 @@ pub struct Rounded {
     pub flags: u16,
 }
 
+/// Whether `kept` bits of a value of `sign`, with the first dropped bit `guard` and any other
+/// dropped bit `sticky`, are inexact and round up in magnitude under `mode`. Branch-free
+/// (`&`/`|` on bools, see [`round`]).
+#[inline(always)]
+pub fn round_bits(sign: bool, kept: u64, guard: bool, sticky: bool, mode: u8) -> (bool, bool) {
+    let inexact = guard | sticky;
+    let up = match mode {
+        rc::NEAREST => guard & (sticky | (kept & 1 != 0)),
+        rc::DOWN => sign & inexact,
+        rc::UP => !sign & inexact,
+        _ => false,
+    };
+    (inexact, up)
+}
+
 /// Round the exact value `(-1)^sign * sig * 2^(exp - 127)` (bit 0 of `sig` may be a sticky
 /// bit) to `fmt` under `rc`. With `unmasked_ou` the result of an overflow or underflow is
 /// not clamped/denormalised but rounded to full precision, and `exp` leaves the format's range
@@ -343,13 +358,7 @@ pub fn round(sign: bool, exp: i32, sig: u128, fmt: Format, mode: u8, masks: u16)
             (below & ((1u64 << (sh - 1)) - 1) != 0) | (lo != 0),
         )
     };
-    let inexact = guard | sticky;
-    let up = match mode {
-        rc::NEAREST => guard & (sticky | (kept & 1 != 0)),
-        rc::DOWN => sign & inexact,
-        rc::UP => !sign & inexact,
-        _ => false,
-    };
+    let (inexact, up) = round_bits(sign, kept, guard, sticky, mode);
     // `kept` is all ones in `prec` bits when the increment carries out of them.
     let carry = up & (kept == u64::MAX >> sh);
     kept = if carry {
