@@ -446,8 +446,9 @@ fn flags_handed_over_raw_match_the_interpreter() {
 }
 
 /// INC and DEC keep CF: after every producer of the flags (`Operand::op`), one or two of them
-/// on a register, on memory (the access's probe clobbers the host's flags first) and after a
-/// Jcc of a trace, then the reader's conditions and RFLAGS in the next block. The tier takes
+/// on a register, on memory (the access's probe clobbers the host's flags first), after ADC
+/// and SBB (which read the producer's CF straight from the host's flags) and after a Jcc of a
+/// trace, then the reader's conditions and RFLAGS in the next block. The tier takes
 /// the guest's CF into the host's flags before them when that is cheap and captures every
 /// flag after them (`Emit::carry_through`); any CF, OF or other flag out of place shows.
 #[test]
@@ -457,7 +458,7 @@ fn inc_and_dec_keep_the_carry_of_every_producer() {
             if op >= 15 && size == 1 {
                 continue;
             }
-            for form in 0..4 {
+            for form in 0..5 {
                 let code = TestMachine::assemble(|a| {
                     let (x, y) = operands(size);
                     let (mut top, mut producer) = (a.create_label(), a.create_label());
@@ -477,6 +478,13 @@ fn inc_and_dec_keep_the_carry_of_every_producer() {
                             a.dec(si)?
                         }
                         2 => a.dec(dword_ptr(rdi + 0x800))?,
+                        // ADC and SBB right after the producer read its CF from the host's
+                        // flags (`Emit::carry_next`), then the DEC the ADC's.
+                        3 => {
+                            a.adc(rsi, 7)?;
+                            a.sbb(esi, ecx)?;
+                            a.dec(esi)?
+                        }
                         _ => {
                             a.jb(on)?;
                             a.set_label(&mut on)?;

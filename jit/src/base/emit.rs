@@ -161,6 +161,11 @@ pub struct Emit {
     /// The instruction being emitted is right before a Jcc that ends a block of a trace
     /// (`base::compile`): its capture may wait for the Jcc ([`Emit::defer_capture`]).
     pub defer_ok: bool,
+    /// The instruction being emitted is right before an ADC or SBB of registers and
+    /// immediates in the same block (`base::compile`): it reads CF from the host's flags as
+    /// they are and replaces every status flag, nothing in between can leave or clobber
+    /// them, so an ALU producer's flags need no capture (`insn::rename`).
+    pub carry_next: bool,
     /// A capture not yet taken: the host's flags are the guest's (the instruction before
     /// the trace's Jcc wrote them), to be captured on the Jcc's exit path and, unless the
     /// next block's first instruction replaces them all, on its way on (`insn::jcc_toward`).
@@ -233,6 +238,7 @@ impl Emit {
             lazy: None,
             lazy_ok: false,
             defer_ok: false,
+            carry_next: false,
             uncaptured: None,
             host: HostFlags::Stale,
             record_live: false,

@@ -563,7 +563,7 @@ pub fn replaces_flags_first(insns: &[DecodedInsn]) -> bool {
 }
 
 /// Are `ins`'s operands general registers and immediates only?
-fn register_operands(ins: &Instruction) -> bool {
+pub(super) fn register_operands(ins: &Instruction) -> bool {
     (0..ins.op_count()).all(|op| match ins.op_kind(op) {
         OpKind::Register => gpr_ref(ins.op_register(op)).is_some(),
         k => matches!(
@@ -885,6 +885,15 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
                 e.a.mov(eax, eax)?;
             }
             e.lazy_logic(size)
+        }
+        // Read by the ADC/SBB right after, from the host's flags (`Emit::carry_next`): an
+        // ALU operation's are the guest's whole (AF aside), not captured.
+        (Some((_, clear)), None)
+            if e.carry_next
+                && clear == STATUS
+                && matches!(m, Add | Sub | Cmp | Neg | Adc | Sbb | And | Or | Xor | Test) =>
+        {
+            e.host = super::emit::HostFlags::Guest
         }
         (Some((set, clear)), None) if imul_fix => e.capture(set, clear)?,
         (Some((set, clear)), None) if e.defer_ok && !of_fix && set & CF != 0 => {

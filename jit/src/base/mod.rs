@@ -37,6 +37,7 @@ use crate::frame::{ret, Frame, OFF_RFLAGS, OFF_RIP};
 use crate::page_gen::PageCert;
 use emit::Emit;
 use iced_x86::code_asm::*;
+use iced_x86::Mnemonic;
 use lockstep_interp::decode::Block;
 
 /// What a baseline block is compiled against (the module's and the engine's addresses).
@@ -235,6 +236,10 @@ fn emit_function(
             // The instruction right before a Jcc that goes on to the next block: its capture
             // may wait for the Jcc's paths (`Emit::defer_capture`).
             e.defer_ok = before_jcc && next.is_some();
+            e.carry_next = part.insns.get(i + 1).is_some_and(|n| {
+                matches!(n.ins.mnemonic(), Mnemonic::Adc | Mnemonic::Sbb)
+                    && insn::register_operands(&n.ins)
+            });
             let r = match next {
                 Some(next) if last => {
                     if !insn::leads_to(&d.ins, next) {
