@@ -401,6 +401,94 @@ fn a_loop_carries_its_group_across_pages_and_into_the_next_entry() {
 }
 
 #[test]
+fn indexed_accesses_carry_their_groups_across_pages() {
+    // `_IO_default_xsputn`'s byte copy: `movzx edx, byte [r12 + rax]; mov [rdi + rax], dl;
+    // add rax, 1; cmp rax, rcx; jne` over three pages and a bit, four times, the source and
+    // the destination bases (which the loop does not write) moved each time: both indexed
+    // groups carry their records from one run to the next (the next byte one on), probe again
+    // at each page boundary, and are not trusted when the outer block re-enters the loop with
+    // other bases. Then a copy whose source runs into the unmapped page above D: the fault of
+    // the interpreter, at the same byte.
+    let code = assemble(|a| {
+        let mut outer = a.create_label();
+        let mut inner = a.create_label();
+        a.set_label(&mut outer)?;
+        a.xor(eax, eax)?;
+        a.set_label(&mut inner)?;
+        a.movzx(edx, byte_ptr(r12 + rax))?;
+        a.add(edx, r8d)?;
+        a.mov(byte_ptr(rdi + rax), dl)?;
+        a.add(rax, 1)?;
+        a.cmp(rax, rcx)?;
+        a.jne(inner)?;
+        a.add(r12, 0x81)?;
+        a.sub(rdi, 0x13)?;
+        a.add(r8d, 1)?;
+        a.dec(esi)?;
+        a.jnz(outer)?;
+        a.hlt()
+    });
+    let setup = |src: u64, dst: u64, len: u64, passes: u64| {
+        move |m: &mut SysMachine| {
+            let bytes: Vec<u8> = (0..len + 0x200).map(|k| (k * 7 + 3) as u8).collect();
+            m.ram.write_phys(src, &bytes).unwrap();
+            let st = &mut m.cpu.state;
+            st.gpr[reg::R12] = src;
+            st.gpr[reg::RDI] = dst;
+            st.gpr[reg::RCX] = len;
+            st.gpr[reg::RSI] = passes;
+            st.gpr[reg::R8] = 0;
+        }
+    };
+    let (stats, stop) = run_regions(
+        &code,
+        &setup(P + 0x30, P + 0x6000 + 0x50, 3 * 4096 + 77, 4),
+        997,
+    );
+    assert_eq!(stop, ExitReason::Halt);
+    assert!(stats.carried_accesses > 0, "{}", stats.summary());
+    let m = {
+        let mut m = machine(&code, &setup(P + 0x30, P + 0x6000 + 0x50, 3 * 4096 + 77, 4));
+        m.run(10_000_000);
+        m
+    };
+    // The last pass (source 3 * 0x81 on, destination 3 * 0x13 back, 3 added) wrote each byte.
+    let (src, dst) = (P + 0x30 + 3 * 0x81, P + 0x6000 + 0x50 - 3 * 0x13);
+    let byte = |a: u64| {
+        let mut b = [0u8];
+        m.ram.read_phys(a, &mut b).unwrap();
+        b[0]
+    };
+    for k in [0, 1, 4095, 4096, 2 * 4096 + 5, 3 * 4096 + 76] {
+        assert_eq!(byte(dst + k), byte(src + k).wrapping_add(3), "byte {k}");
+    }
+    // From D's last bytes into the unmapped page above it.
+    let e = run_regions(&code, &setup(D + 0xff0, P + 0x50, 0x40, 1), 997);
+    assert_eq!(page_fault_at(e.1), D + 0x1000);
+    // A loop that swaps its source base with R9's every run carries no group through it (the
+    // next run's source is the other buffer, its record the wrong page).
+    let swapping = assemble(|a| {
+        let mut inner = a.create_label();
+        a.xor(eax, eax)?;
+        a.set_label(&mut inner)?;
+        a.movzx(edx, byte_ptr(r12 + rax))?;
+        a.mov(byte_ptr(rdi + rax), dl)?;
+        a.xchg(r12, r9)?;
+        a.add(rax, 1)?;
+        a.cmp(rax, rcx)?;
+        a.jne(inner)?;
+        a.hlt()
+    });
+    let two = |m: &mut SysMachine| {
+        setup(P + 0x30, P + 0x6000, 5000, 1)(m);
+        m.ram.write_phys(ALT + 0x100, &[0x5a; 6000]).unwrap();
+        m.cpu.state.gpr[reg::R9] = ALT + 0x100;
+    };
+    let (_, stop) = run_regions(&swapping, &two, 997);
+    assert_eq!(stop, ExitReason::Halt);
+}
+
+#[test]
 fn a_carried_group_is_not_trusted_after_a_remap() {
     // A one-block loop reading [rbx+8] (a carried group: RBX never changes) that switches
     // P's PTE between ALT and P every run, without a flush, evicts P's read entry with an

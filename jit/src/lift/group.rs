@@ -211,51 +211,84 @@ pub fn carry_enabled() -> bool {
 #[derive(Clone, Copy, Debug)]
 pub struct Carry {
     pub reg: u8,
+    /// For an indexed access (`[base + reg * scale + disp]`, `reg` the register that steps):
+    /// the base register, which the block does not write, and the scale.
+    pub fixed: Option<(u8, u8)>,
     pub seed: i64,
     pub write: bool,
     pub off: Variable,
     pub host: Variable,
 }
 
-/// For a block that jumps to its own start (a loop of one block): the base registers (not
-/// RSP) through which it accesses memory with no index and which it changes only by `add/sub
-/// reg64, imm`, with the displacement of the last such access in terms of the register's
-/// value at the next run's start (the access's displacement minus the run's net step) and
-/// whether any of them writes memory. A group of that register then carries its record into
-/// the next run: bignum's `mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax; … jne` finds the next
-/// element 4 bytes after the last one's record and probes the TLB only when it leaves the
-/// page. A guess: `Lower::carry_into` checks at the jump back that the record is where the
-/// next run expects it, and marks it not valid otherwise.
-pub fn carried_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<(u8, i64, bool)> {
+/// A page group [`carried_bases`] found: the register that steps (by `add/sub reg64, imm`
+/// only), the fixed base and scale when it is an index, the seed displacement (see [`Carry`]),
+/// and whether any of its accesses writes memory.
+pub type CarriedBase = (u8, Option<(u8, u8)>, i64, bool);
+
+/// For a block that jumps to its own start (a loop of one block): the address expressions it
+/// accesses memory through that move by a constant from one run to the next — a base
+/// register (not RSP) with no index, changed only by `add/sub reg64, imm`; or a base register
+/// the block does not write plus such an index register times its scale — with the
+/// displacement of the last such access in terms of the stepping register's value at the
+/// next run's start (the access's displacement minus the run's net step, times the scale)
+/// and whether any of them writes memory. A group of that expression then carries its record
+/// into the next run: bignum's `mov ecx,[rsi]; add rsi,4; … mov [rsi-4],eax; … jne` finds
+/// the next element 4 bytes after the last one's record, `_IO_default_xsputn`'s `movzx edx,
+/// byte [r12+rax]; mov [rdi+rax],dl; add rax,1; … jne` the next byte one after, and each
+/// probes the TLB only when it leaves the page. A guess: `Lower::carry_into` checks at the
+/// jump back that the record is where the next run expects it, and marks it not valid
+/// otherwise.
+pub fn carried_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<CarriedBase> {
     use iced_x86::{Mnemonic, OpKind, Register};
     const RSP: usize = lockstep_interp::state::reg::RSP;
     let effects = effects(insns);
-    // Per register: still a candidate, its net step so far, the last access's displacement
-    // (in terms of its value at the run's start), and whether one of its accesses writes.
+    let written = effects.iter().fold(0u32, |m, e| m | e.0);
+    // Per register: still a candidate, its net step so far.
     let mut ok = [true; 16];
     ok[RSP] = false;
     let mut moved = [0i64; 16];
-    let mut last: [Option<i64>; 16] = [None; 16];
-    let mut writes = [false; 16];
-    for (d, &(written, stores)) in insns.iter().zip(&effects) {
+    // Per expression (stepping register, fixed base and scale): the last access's
+    // displacement (in terms of the stepping register's value at the run's start, in bytes)
+    // and whether one of its accesses writes.
+    let mut last: Vec<((u8, Option<(u8, u8)>), i64, bool)> = Vec::new();
+    for (d, &(regs, stores)) in insns.iter().zip(&effects) {
         let ins = &d.ins;
         let mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
             && !matches!(ins.mnemonic(), Mnemonic::Lea | Mnemonic::Invlpg)
             && !lockstep_interp::ops::mov::runs_as_nop(ins.mnemonic());
-        let base = ins.memory_base();
-        if mem
-            && base.is_gpr64()
-            && ins.memory_index() == Register::None
-            && !matches!(ins.memory_segment(), Register::FS | Register::GS)
-        {
-            if let Some(g) = lockstep_interp::operand::gpr_ref(base) {
-                last[g.index] =
-                    Some((ins.memory_displacement64() as i64).wrapping_add(moved[g.index]));
-                writes[g.index] |= stores;
+        let (base, index) = (ins.memory_base(), ins.memory_index());
+        let gpr = |r: Register| {
+            r.is_gpr64()
+                .then(|| lockstep_interp::operand::gpr_ref(r))
+                .flatten()
+                .map(|g| g.index)
+        };
+        let expr = match (gpr(base), index) {
+            _ if !mem || matches!(ins.memory_segment(), Register::FS | Register::GS) => None,
+            (Some(b), Register::None) => Some((b, None, 1i64)),
+            (Some(b), i) => gpr(i).filter(|_| written & (1 << b) == 0).map(|x| {
+                (
+                    x,
+                    Some((b as u8, ins.memory_index_scale() as u8)),
+                    ins.memory_index_scale() as i64,
+                )
+            }),
+            _ => None,
+        };
+        if let Some((r, fixed, scale)) = expr {
+            let disp =
+                (ins.memory_displacement64() as i64).wrapping_add(moved[r].wrapping_mul(scale));
+            let key = (r as u8, fixed);
+            match last.iter_mut().find(|e| e.0 == key) {
+                Some(e) => {
+                    e.1 = disp;
+                    e.2 |= stores;
+                }
+                None => last.push((key, disp, stores)),
             }
         }
         for r in 0..16 {
-            if written & (1 << r) != 0 && ok[r] {
+            if regs & (1 << r) != 0 && ok[r] {
                 match constant_step(ins, r) {
                     Some(step) => moved[r] = moved[r].wrapping_add(step),
                     None => ok[r] = false,
@@ -263,9 +296,17 @@ pub fn carried_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<(u8,
             }
         }
     }
-    (0..16)
-        .filter(|&r| ok[r])
-        .filter_map(|r| Some((r as u8, last[r]?.wrapping_sub(moved[r]), writes[r])))
+    last.into_iter()
+        .filter(|((r, _), _, _)| ok[*r as usize])
+        .map(|((r, fixed), disp, writes)| {
+            let scale = fixed.map_or(1, |f| f.1 as i64);
+            (
+                r,
+                fixed,
+                disp.wrapping_sub(moved[r as usize].wrapping_mul(scale)),
+                writes,
+            )
+        })
         .collect()
 }
 
@@ -433,15 +474,29 @@ impl Lower<'_> {
     /// registers new versions and start with those groups, their records as the edge into
     /// the block left them (valid only from the block's own end, see [`Lower::carry_into`]).
     pub(super) fn seed_carries(&mut self, carries: &[Carry]) {
+        // (One new version per stepping register, which several carries may share:
+        // `[r12 + rax]` and `[rdi + rax]`.)
+        let mut renewed = 0u32;
         for c in carries {
-            self.new_version(c.reg as usize);
+            if renewed & (1 << c.reg) == 0 {
+                self.new_version(c.reg as usize);
+                renewed |= 1 << c.reg;
+            }
             let v = self.versions[c.reg as usize];
-            self.groups.push(Group {
-                key: AddrKey {
+            let key = match c.fixed {
+                None => AddrKey {
                     reg: c.reg,
                     base: Some(v),
                     index: None,
                 },
+                Some((b, scale)) => AddrKey {
+                    reg: b,
+                    base: Some(self.root(self.versions[b as usize]).0),
+                    index: Some((v, scale)),
+                },
+            };
+            self.groups.push(Group {
+                key,
                 write: c.write,
                 disp: c.seed,
                 off: c.off,
@@ -497,7 +552,10 @@ impl Lower<'_> {
                     g.off == c.off
                         && g.carried.is_some_and(|(start, seed)| {
                             let (root, moved) = self.root(self.versions[c.reg as usize]);
-                            root == start && seed == c.seed && moved.wrapping_add(seed) == g.disp
+                            let scale = c.fixed.map_or(1, |f| f.1 as i64);
+                            root == start
+                                && seed == c.seed
+                                && moved.wrapping_mul(scale).wrapping_add(seed) == g.disp
                         })
                 });
             if !keep {

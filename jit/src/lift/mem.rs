@@ -351,7 +351,12 @@ impl Lower<'_> {
             Register::None => None,
             i => {
                 let g = gpr_ref(i).expect("GPR index").index;
-                Some((self.gpr_version(g), ins.memory_index_scale() as u8))
+                // An index moved by constants (`add rax, 1`) keys as its root, the steps
+                // times the scale going into the displacement, as for a base.
+                let scale = ins.memory_index_scale();
+                let (root, off) = self.root(self.gpr_version(g));
+                disp = disp.wrapping_add(off.wrapping_mul(scale as i64));
+                Some((root, scale as u8))
             }
         };
         (AddrKey { reg, base, index }, disp)

@@ -868,8 +868,9 @@ pub fn lower_region(
                     }
                     group::carried_bases(&blk.insns)
                         .into_iter()
-                        .map(|(reg, seed, write)| group::Carry {
+                        .map(|(reg, fixed, seed, write)| group::Carry {
                             reg,
+                            fixed,
                             seed,
                             write,
                             off: l.b.declare_var(types::I64),
