@@ -225,6 +225,10 @@ pub struct Carry {
 /// and whether any of its accesses writes memory.
 pub type CarriedBase = (u8, Option<(u8, u8)>, i64, bool);
 
+/// An address expression of [`carried_bases`]: the stepping register, and the fixed base and
+/// scale when it is an index.
+type Expr = (u8, Option<(u8, u8)>);
+
 /// For a block that jumps to its own start (a loop of one block): the address expressions it
 /// accesses memory through that move by a constant from one run to the next — a base
 /// register (not RSP) with no index, changed only by `add/sub reg64, imm`; or a base register
@@ -250,7 +254,7 @@ pub fn carried_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<Carr
     // Per expression (stepping register, fixed base and scale): the last access's
     // displacement (in terms of the stepping register's value at the run's start, in bytes)
     // and whether one of its accesses writes.
-    let mut last: Vec<((u8, Option<(u8, u8)>), i64, bool)> = Vec::new();
+    let mut last: Vec<(Expr, i64, bool)> = Vec::new();
     for (d, &(regs, stores)) in insns.iter().zip(&effects) {
         let ins = &d.ins;
         let mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory)
