@@ -245,22 +245,29 @@ pub fn div(a: F80, b: F80, env: &Env) -> Res {
 
 /// The quotient of two normalised significands, `a * 2^127 / b` (in [2^126, 2^128)), to 64
 /// significant bits and a guard bit, and whether anything is left below those (the sticky
-/// bit): enough for every rounding. One 128/64-bit division gives the 64 bits (the dividend
-/// is scaled so that the quotient has exactly 64), the remainder the guard and sticky bits.
+/// bit): enough for every rounding. See [`div_sig_parts`].
 pub fn div_sig(a: u64, b: u64) -> (u128, bool) {
-    let (n, shift) = if a >= b {
-        ((a as u128) << 63, 64)
-    } else {
-        ((a as u128) << 64, 63)
-    };
-    let (q, r) = div_128_by_64((n >> 64) as u64, n as u64, b);
+    let (q, guard, sticky, a_ge_b) = div_sig_parts(a, b);
+    let shift = if a_ge_b { 64 } else { 63 };
+    (
+        ((q as u128) << shift) | ((guard as u128) << (shift - 1)),
+        sticky,
+    )
+}
+
+/// [`div_sig`] in parts: the 64 quotient bits of `a / b` — one 128/64-bit division, the
+/// dividend scaled by 2^63 when `a >= b`, else by 2^64, so that the quotient has exactly 64
+/// — the guard bit and the sticky bit (from the remainder), and whether `a >= b`. Also
+/// `x87::fast`'s division, which places the bits itself.
+#[inline(always)]
+pub fn div_sig_parts(a: u64, b: u64) -> (u64, bool, bool, bool) {
+    let a_ge_b = a >= b;
+    let (hi, lo) = if a_ge_b { (a >> 1, a << 63) } else { (a, 0) };
+    let (q, r) = div_128_by_64(hi, lo, b);
     // Guard: 2r >= b; what is left after it: 2r - b or 2r.
     let guard = r >= b - r;
     let rest = if guard { r - (b - r) } else { r };
-    (
-        ((q as u128) << shift) | ((guard as u128) << (shift - 1)),
-        rest != 0,
-    )
+    (q, guard, rest != 0, a_ge_b)
 }
 
 /// Integer square root of a u128 and the remainder.

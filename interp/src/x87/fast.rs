@@ -7,46 +7,30 @@
 //! mode. It is what the JIT's x87 helper runs first (a harmonic sum in long double spent
 //! ~800 host instructions per iteration in the general path's checks and 128-bit rounding).
 
-use super::float::{round_bits, sw, F80, INT_BIT};
-use crate::ops::muldiv::div_128_by_64;
-
-/// The four operations, as the x87 helper numbers them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FastOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-}
+use super::arith::div_sig_parts;
+use super::float::{round_bits, shr_jam, sw, EXP_BIAS, F80, INT_BIT};
+use crate::ops::x87_arith::Op;
 
 /// Largest biased exponent of a finite number.
 const EMAX: i32 = 0x7ffe;
-const BIAS: i32 = 16383;
-
-/// Is `x` a normal number (biased exponent 1..=0x7ffe, integer bit set)?
-#[inline(always)]
-fn normal(x: F80) -> bool {
-    let e = x.se & 0x7fff;
-    e.wrapping_sub(1) < 0x7ffe && x.sig & INT_BIT != 0
-}
 
 /// `a op b` rounded to `prec` bits (24, 53 or 64) in rounding mode `mode`, with the status
 /// bits it raises (PE when inexact, C1 when rounded up), or `None` when the general path must
 /// decide (see the module comment). Never raises anything but PE and C1, so the caller needs
 /// only PE masked to deliver the result.
 #[inline(always)]
-pub fn arith(op: FastOp, a: F80, b: F80, prec: u32, mode: u8) -> Option<(F80, u16)> {
-    if !(normal(a) && normal(b)) {
+pub fn arith(op: Op, a: F80, b: F80, prec: u32, mode: u8) -> Option<(F80, u16)> {
+    if !(a.is_normal() && b.is_normal()) {
         return None;
     }
     let (ea, eb) = ((a.se & 0x7fff) as i32, (b.se & 0x7fff) as i32);
     let sa = a.se & 0x8000 != 0;
     let sb = b.se & 0x8000 != 0;
     // The exact result (or its first 128 bits and a sticky bit in bit 0): `v` with bit 127
-    // set, worth 2^(e - BIAS).
+    // set, worth 2^(e - EXP_BIAS).
     let (sign, e, v) = match op {
-        FastOp::Add | FastOp::Sub => {
-            let sb = sb ^ (op == FastOp::Sub);
+        Op::Add | Op::Sub => {
+            let sb = sb ^ (op == Op::Sub);
             // x: the operand of larger magnitude.
             let a_big = (ea, a.sig) >= (eb, b.sig);
             let (ex, mx, sx, ey, my) = if a_big {
@@ -60,7 +44,7 @@ pub fn arith(op: FastOp, a: F80, b: F80, prec: u32, mode: u8) -> Option<(F80, u1
             let ys = if d < 64 {
                 ((my as u128) << 63) >> d
             } else {
-                jam((my as u128) << 63, d)
+                shr_jam((my as u128) << 63, d)
             };
             let s = if sa == sb { xs + ys } else { xs - ys };
             if s == 0 {
@@ -70,23 +54,16 @@ pub fn arith(op: FastOp, a: F80, b: F80, prec: u32, mode: u8) -> Option<(F80, u1
             let lz = s.leading_zeros();
             (sx, ex + 1 - lz as i32, s << lz)
         }
-        FastOp::Mul => {
+        Op::Mul => {
             let p = (a.sig as u128) * (b.sig as u128);
             let lz = p.leading_zeros(); // 0 or 1: both factors are in [2^63, 2^64)
-            (sa != sb, ea + eb - BIAS + 1 - lz as i32, p << lz)
+            (sa != sb, ea + eb - EXP_BIAS + 1 - lz as i32, p << lz)
         }
-        FastOp::Div => {
-            // One 128/64-bit division gives 64 quotient bits (the dividend scaled so that the
-            // quotient has exactly 64); the remainder gives the guard and sticky bits.
-            let (hi, lo, e) = if a.sig >= b.sig {
-                (a.sig >> 1, a.sig << 63, ea - eb + BIAS)
-            } else {
-                (a.sig, 0, ea - eb + BIAS - 1)
-            };
-            let (q, r) = div_128_by_64(hi, lo, b.sig);
-            let guard = r >= b.sig - r;
-            let rest = if guard { r - (b.sig - r) } else { r };
-            let low = (guard as u128) << 63 | (rest != 0) as u128;
+        Op::Div => {
+            // 64 quotient bits, bit 63 worth 2^(ea - eb) when a >= b, else 2^(ea - eb - 1).
+            let (q, guard, sticky, a_ge_b) = div_sig_parts(a.sig, b.sig);
+            let e = ea - eb + EXP_BIAS - !a_ge_b as i32;
+            let low = (guard as u128) << 63 | sticky as u128;
             (sa != sb, e, (q as u128) << 64 | low)
         }
     };
@@ -97,19 +74,7 @@ pub fn arith(op: FastOp, a: F80, b: F80, prec: u32, mode: u8) -> Option<(F80, u1
     round(sign, e, v, prec, mode)
 }
 
-/// `v >> n`, with a 1 in bit 0 if any 1 bit was shifted out.
-#[inline(always)]
-fn jam(v: u128, n: u32) -> u128 {
-    if n == 0 {
-        v
-    } else if n < 128 {
-        (v >> n) | ((v << (128 - n)) != 0) as u128
-    } else {
-        (v != 0) as u128
-    }
-}
-
-/// Round `(-1)^sign * v * 2^(e - BIAS - 127)` (`v` with bit 127 set, `e >= 1`) to `prec` bits;
+/// Round `(-1)^sign * v * 2^(e - EXP_BIAS - 127)` (`v` with bit 127 set, `e >= 1`) to `prec` bits;
 /// `None` if it overflows.
 #[inline(always)]
 fn round(sign: bool, e: i32, v: u128, prec: u32, mode: u8) -> Option<(F80, u16)> {
@@ -160,7 +125,7 @@ mod tests {
     }
 
     /// The general path's answer with every exception masked.
-    fn general(op: FastOp, a: F80, b: F80, prec: u32, mode: u8) -> (F80, u16) {
+    fn general(op: Op, a: F80, b: F80, prec: u32, mode: u8) -> (F80, u16) {
         let pc = match prec {
             24 => 0,
             53 => 2,
@@ -168,10 +133,10 @@ mod tests {
         };
         let env = Env::from_fcw(0x3f | pc << 8 | (mode as u16) << 10);
         match op {
-            FastOp::Add => arith::add(a, b, false, &env),
-            FastOp::Sub => arith::add(a, b, true, &env),
-            FastOp::Mul => arith::mul(a, b, &env),
-            FastOp::Div => arith::div(a, b, &env),
+            Op::Add => arith::add(a, b, false, &env),
+            Op::Sub => arith::add(a, b, true, &env),
+            Op::Mul => arith::mul(a, b, &env),
+            Op::Div => arith::div(a, b, &env),
         }
     }
 
@@ -203,7 +168,7 @@ mod tests {
     #[test]
     fn agrees_with_the_general_path_wherever_it_answers() {
         let mut r = ChaCha8Rng::seed_from_u64(87);
-        let ops = [FastOp::Add, FastOp::Sub, FastOp::Mul, FastOp::Div];
+        let ops = [Op::Add, Op::Sub, Op::Mul, Op::Div];
         let (mut answered, mut total) = (0u32, 0u32);
         for _ in 0..400_000 {
             let near = range(&mut r, 0, 0x8000) as u16;
@@ -240,28 +205,25 @@ mod tests {
         };
         let denormal = F80 { se: 0, sig: 1 };
         // x - x (the zero's sign), overflow, underflow, a denormal operand, a zero.
-        assert_eq!(arith(FastOp::Sub, one, one, 64, rc::NEAREST), None);
-        assert_eq!(arith(FastOp::Add, max, max, 64, rc::NEAREST), None);
-        assert_eq!(arith(FastOp::Mul, max, max, 64, rc::ZERO), None);
-        assert_eq!(arith(FastOp::Div, min, max, 64, rc::NEAREST), None);
-        assert_eq!(arith(FastOp::Add, one, denormal, 64, rc::NEAREST), None);
-        assert_eq!(arith(FastOp::Mul, one, F80::ZERO, 64, rc::NEAREST), None);
+        assert_eq!(arith(Op::Sub, one, one, 64, rc::NEAREST), None);
+        assert_eq!(arith(Op::Add, max, max, 64, rc::NEAREST), None);
+        assert_eq!(arith(Op::Mul, max, max, 64, rc::ZERO), None);
+        assert_eq!(arith(Op::Div, min, max, 64, rc::NEAREST), None);
+        assert_eq!(arith(Op::Add, one, denormal, 64, rc::NEAREST), None);
+        assert_eq!(arith(Op::Mul, one, F80::ZERO, 64, rc::NEAREST), None);
         // Rounding up to the largest exponent's carry is an overflow too.
-        assert_eq!(arith(FastOp::Add, max, one, 64, rc::UP), None);
+        assert_eq!(arith(Op::Add, max, one, 64, rc::UP), None);
         // And answers the plain case: 1 + 1 = 2, exact; 1 / 3 inexact, rounded up at 64 bits.
         let two = F80 {
             se: 0x4000,
             sig: INT_BIT,
         };
-        assert_eq!(
-            arith(FastOp::Add, one, one, 64, rc::NEAREST),
-            Some((two, 0))
-        );
+        assert_eq!(arith(Op::Add, one, one, 64, rc::NEAREST), Some((two, 0)));
         let three = F80 {
             se: 0x4000,
             sig: 3 << 62,
         };
-        let third = arith(FastOp::Div, one, three, 64, rc::NEAREST).unwrap();
+        let third = arith(Op::Div, one, three, 64, rc::NEAREST).unwrap();
         assert_eq!(third.1, sw::PE | sw::C1);
         assert_eq!({ third.0.sig }, 0xaaaa_aaaa_aaaa_aaab);
     }

@@ -513,9 +513,10 @@ impl Emit {
 
     /// Before INC/DEC, which keep CF: when the guest's CF is to be had cheaply — the host's
     /// flags are the guest's, or the capture awaiting its merge has CF — make the host's
-    /// flags the guest's (restored from that capture if needed) and drop the capture. The
-    /// host instruction then leaves every status flag the guest's (it keeps the host's CF),
-    /// to be captured whole: no merge of the old capture before it (ten instructions and a
+    /// flags the guest's (restored from that capture if needed). The host instruction then
+    /// leaves every status flag the guest's (it keeps the host's CF), so it counts as
+    /// replacing them all (the capture is dropped, as before any such instruction) and is
+    /// captured whole: no merge of the old capture before it (ten instructions and a
     /// read-modify-write of RFLAGS) and, at a chained exit, a raw record handed over instead
     /// of merging a capture without CF. False, nothing done, otherwise (flags left lazy by a
     /// logic operation are never followed by INC/DEC: see `lazy_ok`).
@@ -525,7 +526,6 @@ impl Emit {
             return Ok(false);
         }
         self.flags_for(true)?;
-        self.pending = None;
         Ok(true)
     }
 

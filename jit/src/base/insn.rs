@@ -762,7 +762,8 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
             memory_at_r9(&mut h, d);
         }
     }
-    // INC/DEC with the guest's CF in the host's flags: they replace every status flag then.
+    // INC/DEC with the guest's CF in the host's flags: they replace every status flag then
+    // (and drop the capture awaiting its merge below, as any such instruction).
     let carried = matches!(m, Inc | Dec) && !dead && e.carry_through()?;
     let masks = if carried {
         Some((STATUS, STATUS))
@@ -771,8 +772,6 @@ fn rename(e: &mut Emit, ins: &Instruction, dead: bool) -> Result<(), IcedError> 
     };
     match masks {
         _ if reads_condition(ins) => e.flags_for(reads_carry(ins.condition_code()))?,
-        // (`carry_through` dropped the capture awaiting its merge.)
-        Some(_) if carried => {}
         // ADC/SBB read CF and replace every status flag: the guest's flags in the host's, a
         // capture awaiting its merge consumed by them.
         Some(_) if matches!(m, Adc | Sbb) => {
