@@ -195,6 +195,8 @@ pub struct JitStats {
     /// Accesses lowered as members of a page group carried from their block's previous run
     /// (a one-block loop; `lift::group::Carry`).
     pub carried_accesses: u64,
+    /// Page groups handed to region members by their edges (`lift::LowerStats::inherited`).
+    pub inherited_groups: u64,
     /// `fold_flags` helper calls emitted (cold and rare paths).
     pub dyn_folds: u64,
     /// Blocks compiled by the baseline tier (`crate::base`), of `compiled`.
@@ -316,7 +318,7 @@ impl JitStats {
             0.0
         };
         format!(
-            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} carried={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={} patched={}",
+            "jit: compiled={} baseline={} traced={} promoted={} fp-loops={} call-loops={} inlined-calls={} recursive={} region-blocks={} region-edges={} free-edges={} member-entries={} carried={} inherited-groups={} us/block={us:.1} compile-ms={} code={}KiB entries={} hit-rate={:.1}% front-hits={:.1}% front-fast={:.1}% native={native:.1}% compiled-runs={pct:.1}% chain-rate={:.1}% chained={} flushes={} errors={} dispatches={} interp-runs={} deferred={} patched={}",
             self.compiled,
             self.baseline,
             self.traced,
@@ -330,6 +332,7 @@ impl JitStats {
             self.region_free_edges,
             self.member_entries,
             self.carried_accesses,
+            self.inherited_groups,
             self.compile_ns / 1_000_000,
             self.code_bytes / 1024,
             self.cache_entries,
@@ -1634,6 +1637,7 @@ impl Jit {
                 self.stats.region_free_edges += c.stats.free_edges as u64;
                 self.stats.dyn_folds += c.stats.dyn_folds as u64;
                 self.stats.carried_accesses += c.stats.carried as u64;
+                self.stats.inherited_groups += c.stats.inherited as u64;
                 self.stats.baseline += c.baseline as u64;
                 let parts = blocks.iter().chain(&trace);
                 let into_call = if c.baseline {

@@ -516,3 +516,105 @@ fn a_carried_group_is_not_trusted_after_a_remap() {
     // 25 runs read ALT (1 << 32), 25 read P (1).
     assert_eq!(m.cpu.state.gpr[11], 25 * (1 << 32) + 25);
 }
+
+/// A region of three blocks: `top` reads `[rbx]`, then goes on to `b` directly or through
+/// `c`; `c` reads `[rbx + 16]`; `b` reads `[rbx + 8]`, stores `[rbx]`, steps RBX by 8 and
+/// jumps back to `top` until RBX reaches R12 (then HLT). `top` starts with the groups `b`
+/// hands it (`group::Inherited`), keyed by RBX after the step: its load is a member of the
+/// read group 8 bytes below the record `b` made (`[rbx + 8]` before the step, `[rbx]`
+/// after), and of the write group just above it.
+fn inherited_groups_code() -> Vec<u8> {
+    assemble(|a| {
+        let mut top = a.create_label();
+        let mut c = a.create_label();
+        let mut b = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(rax, qword_ptr(rbx))?;
+        a.add(rdx, rax)?;
+        a.test(dl, 1)?;
+        a.jnz(c)?;
+        a.set_label(&mut b)?;
+        a.mov(rcx, qword_ptr(rbx + 8))?;
+        a.add(rdx, rcx)?;
+        a.mov(qword_ptr(rbx), rdx)?;
+        a.add(rbx, 8)?;
+        a.cmp(rbx, r12)?;
+        a.jb(top)?;
+        a.hlt()?;
+        a.set_label(&mut c)?;
+        a.mov(rsi, qword_ptr(rbx + 16))?;
+        a.xor(rdx, rsi)?;
+        a.inc(rdx)?;
+        a.jmp(b)
+    })
+}
+
+/// `top` reads `[rbx]` and goes on to `b` directly or through `c`, which steps RBX by 8;
+/// `b` reads `[rbx + 8]`, stores `[rbx]`, and jumps back to `top` until RBX reaches R12.
+/// The two edges into `b` hand over the group of `top`'s load under different keys (RBX
+/// moved on one of them): `b` must take it from neither.
+fn diverging_groups_code() -> Vec<u8> {
+    assemble(|a| {
+        let mut top = a.create_label();
+        let mut b = a.create_label();
+        a.set_label(&mut top)?;
+        a.mov(rax, qword_ptr(rbx))?;
+        a.add(rdx, rax)?;
+        a.test(dl, 1)?;
+        a.jz(b)?;
+        a.mov(rsi, qword_ptr(rbx + 16))?;
+        a.xor(rdx, rsi)?;
+        a.add(rbx, 8)?;
+        a.jmp(b)?;
+        a.set_label(&mut b)?;
+        a.mov(rcx, qword_ptr(rbx + 8))?;
+        a.add(rdx, rcx)?;
+        a.mov(qword_ptr(rbx), rdx)?;
+        a.add(rbx, 8)?;
+        a.cmp(rbx, r12)?;
+        a.jb(top)?;
+        a.hlt()
+    })
+}
+
+#[test]
+fn groups_handed_across_region_edges_read_what_the_interpreter_reads() {
+    for code in [inherited_groups_code(), diverging_groups_code()] {
+        groups_handed_over(&code);
+    }
+}
+
+fn groups_handed_over(code: &[u8]) {
+    let fill = |m: &mut SysMachine, base: u64| {
+        for i in 0..0x400u64 {
+            m.ram
+                .write_u64(base + i * 8, i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+                .unwrap();
+        }
+    };
+    // Through mapped pages (the members land in the next page every 512 runs: they probe
+    // the TLB there), and up to the unmapped page above D, where the interpreter faults.
+    for slice in [1000, 13, 5] {
+        let (stats, stop) = run_regions(
+            code,
+            &|m| {
+                fill(m, 0x20_0000);
+                m.cpu.state.gpr[reg::RBX] = 0x20_0e00;
+                m.cpu.state.gpr[12] = 0x20_2100;
+            },
+            slice,
+        );
+        assert_eq!(stop, ExitReason::Halt);
+        assert!(stats.inherited_groups > 0, "{}", stats.summary());
+        let (_, stop) = run_regions(
+            code,
+            &|m| {
+                fill(m, D);
+                m.cpu.state.gpr[reg::RBX] = D + 0xe00;
+                m.cpu.state.gpr[12] = u64::MAX;
+            },
+            slice,
+        );
+        assert_eq!(page_fault_at(stop), D + 0x1000);
+    }
+}

@@ -22,6 +22,13 @@
 //! variable a new value), so a group lasts while its base and index registers keep their
 //! values; updates by a constant (PUSH, POP, CALL, RET, `add/sub reg, imm`) are followed
 //! through [`Lower::derive`], so a function's prologue and its frame accesses share one group.
+//!
+//! In a region, a member whose every edge (all lowered before it, none a run-time target)
+//! hands over the same group — same key, same variables — starts with it ([`Inherited`]):
+//! its accesses through that base join it instead of probing. Such a group's record may not
+//! be valid on every path in (an edge lowered later that lacks it sets its offset to
+//! [`INVALID`]), so its members outside the recorded page probe the TLB in a cold block, as a
+//! carried group's do, and the first one becomes the record.
 
 use super::Lower;
 use cranelift_codegen::ir::{condcodes::IntCC, types, InstBuilder, Value};
@@ -53,26 +60,39 @@ pub const PROBE_DELTA: i64 = 512;
 const MAX_GROUPS: usize = 4;
 
 /// For each instruction of `insns`: the base registers (bit 16: none or RIP) of the memory
-/// operands of the instructions after it, RSP for a stack access. An access starts a group
-/// only when a later one may join it.
-pub fn later_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> Vec<u32> {
-    use iced_x86::{OpKind, Register};
+/// operands of the instructions after it, RSP for a stack access, and `after` (those of the
+/// blocks a region goes on to, which an edge may hand the block's groups: [`Inherited`]). An
+/// access starts a group only when a later one may join it.
+pub fn later_bases(insns: &[lockstep_interp::decode::DecodedInsn], after: u32) -> Vec<u32> {
     let mut out = vec![0u32; insns.len()];
-    let mut acc = 0u32;
+    let mut acc = after;
     for (i, d) in insns.iter().enumerate().rev() {
         out[i] = acc;
-        let ins = &d.ins;
-        if ins.stack_pointer_increment() != 0 {
-            acc |= 1 << lockstep_interp::state::reg::RSP;
-        }
-        if (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory) {
-            acc |= match lockstep_interp::operand::gpr_ref(ins.memory_base()) {
-                Some(g) if ins.memory_base() != Register::None => 1 << g.index,
-                _ => 1 << 16,
-            };
-        }
+        acc |= bases(&d.ins);
     }
     out
+}
+
+/// The base registers `insns` access memory through, as [`later_bases`] counts them.
+pub fn block_bases(insns: &[lockstep_interp::decode::DecodedInsn]) -> u32 {
+    insns.iter().fold(0, |a, d| a | bases(&d.ins))
+}
+
+/// The base register of `ins`'s memory operand (bit 16: none or RIP), and RSP for a stack
+/// access.
+fn bases(ins: &iced_x86::Instruction) -> u32 {
+    use iced_x86::{OpKind, Register};
+    let mut acc = 0;
+    if ins.stack_pointer_increment() != 0 {
+        acc |= 1 << lockstep_interp::state::reg::RSP;
+    }
+    if (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory) {
+        acc |= match lockstep_interp::operand::gpr_ref(ins.memory_base()) {
+            Some(g) if ins.memory_base() != Register::None => 1 << g.index,
+            _ => 1 << 16,
+        };
+    }
+    acc
 }
 
 /// Per instruction of `insns`: the GPRs it writes (full registers, as bits `1 << index`)
@@ -331,6 +351,46 @@ pub struct Group {
     /// A carried group ([`Carry`]): its base register's version at the run's start and the
     /// seed displacement it started with.
     carried: Option<(u32, i64)>,
+    /// Handed over by a region edge ([`Inherited`]): its record may not be valid on every
+    /// path into the member, so a member outside the recorded page probes the TLB rather
+    /// than leave, and becomes the record, as for a carried group.
+    inherited: bool,
+}
+
+impl Group {
+    /// The same group: same key, table, displacement and first-access size, in the same
+    /// variables.
+    fn same(&self, o: &Group) -> bool {
+        self.key == o.key
+            && self.write == o.write
+            && self.disp == o.disp
+            && self.size == o.size
+            && self.off == o.off
+            && self.host == o.host
+    }
+}
+
+/// An edge into a region member not yet lowered (see [`Lower::jump_to_member`]): the groups
+/// it hands over and the register versions they name.
+#[derive(Clone, Debug)]
+pub struct Landing {
+    groups: Vec<Group>,
+    versions: [u32; 16],
+}
+
+/// The page groups a region member starts with (see [`Lower::jump_to_member`] and
+/// [`Lower::settle_inherited`]) and the register versions their keys name.
+#[derive(Clone, Debug)]
+pub struct Inherited {
+    groups: Vec<Group>,
+    versions: [u32; 16],
+}
+
+/// Whether groups are handed across region edges (`LOCKSTEP_JIT_INHERIT=0` turns it off,
+/// for measurements).
+fn inherit_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("LOCKSTEP_JIT_INHERIT").is_none_or(|v| v != "0"))
 }
 
 /// How an access relates to the groups: it starts group `i`, is a member of group `i`
@@ -416,6 +476,7 @@ impl Lower<'_> {
             size,
             clean: true,
             carried: None,
+            inherited: false,
         });
         Role::First(self.groups.len() - 1)
     }
@@ -508,7 +569,128 @@ impl Lower<'_> {
                 size: 1,
                 clean: false,
                 carried: Some((v, c.seed)),
+                inherited: false,
             });
+        }
+    }
+
+    /// A jump into region member `t` (queued for lowering if it is not yet), handing it the
+    /// current page groups ([`Inherited`]): before `t` is lowered the edge's groups are noted
+    /// for [`Lower::settle_inherited`]; after, the groups `t` took that this path does not
+    /// have are marked not valid on it first.
+    pub(super) fn jump_to_member(&mut self, t: usize) {
+        let target = self.member_block(t);
+        if t >= self.inherited.len() || !inherit_enabled() {
+            self.b.ins().jump(target, &[]);
+            return;
+        }
+        let have = self.handed_groups();
+        match self.inherited[t].take() {
+            Some(inh) => {
+                self.invalidate_missing(&inh.groups, &have);
+                self.inherited[t] = Some(inh);
+            }
+            None => self.landings[t].push(Landing {
+                groups: have,
+                versions: self.versions,
+            }),
+        }
+        self.b.ins().jump(target, &[]);
+    }
+
+    /// Before region member `t` is lowered: it takes the groups every edge so far hands over
+    /// (the same group, in the same variables, under the same key), keyed by the register
+    /// versions of those edges — none if an edge may still come from a member not yet
+    /// lowered (a loop's back edge: marking them not valid on it would make its accesses
+    /// probe in cold blocks on every run round) or from a run-time target (a return site, a
+    /// call target). Whatever path reaches `t`, an inherited group is valid only where it
+    /// describes the registers `t` starts with: edges lowered later mark what they lack not
+    /// valid ([`Lower::jump_to_member`]).
+    pub(super) fn settle_inherited(&mut self, t: usize) {
+        if t >= self.inherited.len() {
+            return;
+        }
+        self.lowered[t] = true;
+        let edges = std::mem::take(&mut self.landings[t]);
+        let closed = !self.members[t].ret_site
+            && !self.members[t].call_target
+            && self.preds[t].iter().all(|&p| self.lowered[p]);
+        let mut groups = match (closed, edges.first()) {
+            (true, Some(e)) => e.groups.clone(),
+            _ => Vec::new(),
+        };
+        groups.retain(|g| edges.iter().all(|e| e.groups.iter().any(|h| h.same(g))));
+        self.inherited[t] = Some(Inherited {
+            versions: edges.first().map_or(self.versions, |e| e.versions),
+            groups,
+        });
+    }
+
+    /// On the current path: the groups of `taken` that are not in `have` get an [`INVALID`]
+    /// offset (and a zero host address).
+    fn invalidate_missing(&mut self, taken: &[Group], have: &[Group]) {
+        let missing: Vec<Group> = taken
+            .iter()
+            .filter(|g| !have.iter().any(|h| h.same(g)))
+            .copied()
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let bad = self.iconst(INVALID as u64);
+        let z = self.iconst(0);
+        for g in missing {
+            self.b.def_var(g.off, bad);
+            self.b.def_var(g.host, z);
+        }
+    }
+
+    /// The current groups as handed to a region member: not carried, no index register, and
+    /// keyed by the base register's current version (not a root it was derived from: a member
+    /// starts without derivations), or by no register.
+    fn handed_groups(&self) -> Vec<Group> {
+        self.groups
+            .iter()
+            .filter(|g| g.carried.is_none() && g.key.index.is_none())
+            .filter_map(|g| {
+                let Some(base) = g.key.base else {
+                    return Some(Group {
+                        clean: false,
+                        inherited: true,
+                        ..*g
+                    });
+                };
+                let v = *self.versions.get(g.key.reg as usize)?;
+                let (root, moved) = self.root(v);
+                (root == base).then_some(Group {
+                    key: AddrKey {
+                        base: Some(v),
+                        ..g.key
+                    },
+                    disp: g.disp.wrapping_sub(moved),
+                    clean: false,
+                    inherited: true,
+                    ..*g
+                })
+            })
+            .collect()
+    }
+
+    /// At a region member's start (its groups and derivations just forgotten): take the
+    /// groups its edges hand it, with the register versions they are keyed by; or, with none,
+    /// give every register a new version.
+    pub(super) fn take_inherited_groups(&mut self) {
+        match self.inherited.get(self.current).cloned().flatten() {
+            Some(inh) if !inh.groups.is_empty() => {
+                self.versions = inh.versions;
+                self.groups = inh.groups;
+                self.stats.inherited += self.groups.len() as u32;
+            }
+            _ => {
+                for i in 0..16 {
+                    self.new_version(i);
+                }
+            }
         }
     }
 
@@ -517,9 +699,10 @@ impl Lower<'_> {
         self.groups[i].write
     }
 
-    /// Whether group `i` is carried.
-    pub(super) fn group_carried(&self, i: usize) -> bool {
-        self.groups[i].carried.is_some()
+    /// Whether group `i`'s record may not be valid here: carried, or handed over by a
+    /// region edge.
+    pub(super) fn group_rerecords(&self, i: usize) -> bool {
+        self.groups[i].carried.is_some() || self.groups[i].inherited
     }
 
     /// A member of carried group `i` at `lin`, `delta` bytes from its record, `size` bytes,
@@ -533,11 +716,13 @@ impl Lower<'_> {
         size: u8,
     ) {
         self.group_record(i, lin, host);
-        self.stats.carried += 1;
+        self.stats.carried += self.groups[i].carried.is_some() as u32;
         let g = &mut self.groups[i];
         g.disp = g.disp.wrapping_add(delta);
         g.size = size;
         g.clean = true;
+        // Recorded on every path now: an inherited group goes on as the block's own.
+        g.inherited = false;
     }
 
     /// Before a jump into region member `t` (`from_body`: a jump from the end of a member,

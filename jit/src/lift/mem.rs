@@ -543,7 +543,7 @@ impl Lower<'_> {
             if self.group_covers(i, delta, size) {
                 return self.group_host(i, delta);
             }
-            if self.group_carried(i) {
+            if self.group_rerecords(i) {
                 return self.carried_member(i, lin, size, delta);
             }
             let ok = self.group_member(i, delta, size);
@@ -563,10 +563,12 @@ impl Lower<'_> {
         host
     }
 
-    /// A member of a carried group (`group::Carry`): in the recorded page, the recorded host
-    /// address plus `delta`; otherwise (another page, or a record not valid: the first run
-    /// after entering the block from elsewhere) a probe of the group's own table in a cold
-    /// block, leaving the block if it misses. Either way the access becomes the group's record.
+    /// A member of a carried group (`group::Carry`) or of one a region edge handed over
+    /// (`group::Inherited`): in the recorded page, the recorded host address plus `delta`;
+    /// otherwise (another page, or a record not valid: the first run after entering the
+    /// block from elsewhere, a path into the member that did not have the group) a probe of
+    /// the group's own table in a cold block, leaving the block if it misses. Either way the
+    /// access becomes the group's record.
     fn carried_member(&mut self, i: usize, lin: Value, size: u8, delta: i64) -> Value {
         let table = self.tlb(self.group_writes(i));
         let ok = self.group_member(i, delta, size);

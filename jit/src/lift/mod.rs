@@ -78,6 +78,9 @@ pub struct LowerStats {
     /// Accesses served by a page group carried from the previous run of their block
     /// (`group::Carry`).
     pub carried: u32,
+    /// Page groups region members start with, handed over by their edges
+    /// (`group::Inherited`).
+    pub inherited: u32,
 }
 
 /// The edge variables of the two run-time flag records (code, a, b, res, cin each) that
@@ -206,6 +209,20 @@ pub struct Lower<'a> {
     /// Page groups of the current guest block, and stack-pointer values derived by constant
     /// steps (see `group`).
     groups: Vec<group::Group>,
+    /// For each region member, the page groups it starts with (`group::Inherited`), once it
+    /// is lowered (`group::Lower::settle_inherited`).
+    inherited: Vec<Option<group::Inherited>>,
+    /// For each region member not yet lowered, the groups each edge into it so far hands
+    /// over, with the register versions they name (`group::Lower::settle_inherited`).
+    landings: Vec<Vec<group::Landing>>,
+    /// For each region member: the members whose blocks may jump to it directly, and whether
+    /// it has been lowered (`group::Lower::settle_inherited`).
+    preds: Vec<Vec<usize>>,
+    lowered: Vec<bool>,
+    /// For each region member, the base registers its successors in the region address
+    /// memory through (`group::later_bases`: an access whose group an edge may hand on
+    /// starts one).
+    succ_bases: Vec<u32>,
     derived: Vec<(u32, u32, i64)>,
     /// Version of each GPR variable's value, and the last version handed out.
     versions: [u32; 16],
@@ -826,6 +843,29 @@ pub fn lower_region(
         next_ip: 0,
         rip_in_memory: false,
         groups: Vec::new(),
+        inherited: vec![None; members.len()],
+        landings: vec![Vec::new(); members.len()],
+        preds: (0..members.len())
+            .map(|t| {
+                (0..order.len())
+                    .filter(|&p| crate::region::successors(order[p]).contains(&members[t].rip))
+                    .collect()
+            })
+            .collect(),
+        lowered: vec![false; members.len()],
+        succ_bases: if region {
+            order
+                .iter()
+                .map(|b| {
+                    crate::region::successors(b)
+                        .into_iter()
+                        .filter_map(|rip| blocks.iter().find(|m| crate::region::start(m) == rip))
+                        .fold(0, |a, m| a | group::block_bases(&m.insns))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
         derived: Vec::new(),
         versions: [0; 16],
         next_version: 0,
@@ -928,6 +968,7 @@ pub fn lower_region(
         l.edge = Some(edge);
         while let Some(i) = l.work.pop() {
             let blk = l.members[i].ir.expect("queued blocks have an IR block");
+            l.settle_inherited(i);
             l.b.switch_to_block(blk);
             l.current = i;
             l.loaded = regs_used;
@@ -1135,11 +1176,13 @@ impl Lower<'_> {
     fn lower_insns(&mut self, block: &Block, native: bool) {
         let l = self;
         l.forget_machine_facts();
+        l.take_inherited_groups();
         if let Some(c) = l.carries.get(l.current).filter(|c| !c.is_empty()) {
             let c = c.clone();
             l.seed_carries(&c);
         }
-        let later = group::later_bases(&block.insns);
+        let after = l.succ_bases.get(l.current).copied().unwrap_or(0);
+        let later = group::later_bases(&block.insns, after);
         let stored = group::stores_back(&block.insns);
         let dead = flags::dead_after(&block.insns);
         let n = block.insns.len();
@@ -1238,8 +1281,7 @@ impl Lower<'_> {
             self.fold_incoming(incoming);
         }
         self.carry_into(i, false);
-        let target = self.member_block(i);
-        self.b.ins().jump(target, &[]);
+        self.jump_to_member(i);
     }
 
     /// The IR block of region member `i` (created, and queued for lowering, on first use).
@@ -1366,8 +1408,7 @@ impl Lower<'_> {
         self.store_regs(self.dirty & !(self.keep & expected));
         self.b.def_var(self.ret_var, r);
         self.carry_into(t, true);
-        let target = self.member_block(t);
-        self.b.ins().jump(target, &[]);
+        self.jump_to_member(t);
         (self.loaded, self.dirty, self.pending) = saved;
     }
 
