@@ -171,3 +171,47 @@ fn a_return_past_its_site_leaves_the_region() {
         assert_eq!(m.gpr(reg::RCX), 0);
     }
 }
+
+/// A function that calls itself, each run mostly a loop of its own (300 instructions or so
+/// per run, against fib's few): at its promotion its recursive region is not compiled
+/// (`Jit::tier_up`: its runs are too long for the region to pay), and it stays in the
+/// baseline tier, its loop a region of its own; the results agree all the same.
+#[test]
+fn a_recursion_whose_runs_are_long_keeps_its_baseline_code() {
+    let code = TestMachine::assemble(|a| {
+        let mut outer = a.create_label();
+        let mut walk = a.create_label();
+        let mut sum = a.create_label();
+        let mut done = a.create_label();
+        a.mov(rbx, DATA_BASE)?;
+        a.mov(ecx, 40)?;
+        a.set_label(&mut outer)?;
+        a.mov(edi, 6)?;
+        a.call(walk)?;
+        a.dec(ecx)?;
+        a.jnz(outer)?;
+        a.mov(r13d, dword_ptr(rbx))?;
+        a.hlt()?;
+        a.set_label(&mut walk)?;
+        a.test(edi, edi)?;
+        a.jz(done)?;
+        a.push(rbp)?;
+        a.mov(ebp, edi)?;
+        a.mov(eax, 100)?;
+        a.set_label(&mut sum)?;
+        a.add(dword_ptr(rbx), eax)?;
+        a.dec(eax)?;
+        a.jnz(sum)?;
+        a.lea(edi, dword_ptr(rbp - 1))?;
+        a.call(walk)?;
+        a.pop(rbp)?;
+        a.set_label(&mut done)?;
+        a.ret()
+    });
+    let (m, jit, exit) = compare(&code, &slices(), config(true, true), &|_| {});
+    assert!(ran_to_hlt(&exit), "{exit:?}");
+    assert_eq!(jit.stats.recursive, 0, "{}", jit.stats.summary());
+    assert!(jit.stats.recursion_declined > 0, "{}", jit.stats.summary());
+    // 40 rounds of six runs that each add 100 + 99 + ... + 1.
+    assert_eq!(m.gpr(reg::R13), 40 * 6 * 5050);
+}
