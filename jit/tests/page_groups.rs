@@ -528,19 +528,10 @@ fn inherited_groups_code() -> Vec<u8> {
         let mut top = a.create_label();
         let mut c = a.create_label();
         let mut b = a.create_label();
-        a.set_label(&mut top)?;
-        a.mov(rax, qword_ptr(rbx))?;
-        a.add(rdx, rax)?;
-        a.test(dl, 1)?;
+        handing_top(a, &mut top)?;
         a.jnz(c)?;
         a.set_label(&mut b)?;
-        a.mov(rcx, qword_ptr(rbx + 8))?;
-        a.add(rdx, rcx)?;
-        a.mov(qword_ptr(rbx), rdx)?;
-        a.add(rbx, 8)?;
-        a.cmp(rbx, r12)?;
-        a.jb(top)?;
-        a.hlt()?;
+        handing_body(a, top)?;
         a.set_label(&mut c)?;
         a.mov(rsi, qword_ptr(rbx + 16))?;
         a.xor(rdx, rsi)?;
@@ -557,24 +548,35 @@ fn diverging_groups_code() -> Vec<u8> {
     assemble(|a| {
         let mut top = a.create_label();
         let mut b = a.create_label();
-        a.set_label(&mut top)?;
-        a.mov(rax, qword_ptr(rbx))?;
-        a.add(rdx, rax)?;
-        a.test(dl, 1)?;
+        handing_top(a, &mut top)?;
         a.jz(b)?;
         a.mov(rsi, qword_ptr(rbx + 16))?;
         a.xor(rdx, rsi)?;
         a.add(rbx, 8)?;
         a.jmp(b)?;
         a.set_label(&mut b)?;
-        a.mov(rcx, qword_ptr(rbx + 8))?;
-        a.add(rdx, rcx)?;
-        a.mov(qword_ptr(rbx), rdx)?;
-        a.add(rbx, 8)?;
-        a.cmp(rbx, r12)?;
-        a.jb(top)?;
-        a.hlt()
+        handing_body(a, top)
     })
+}
+
+/// The loops' top, at `top`, up to its branch: reads `[rbx]` into RDX and tests its low bit.
+fn handing_top(a: &mut CodeAssembler, top: &mut CodeLabel) -> Result<(), IcedError> {
+    a.set_label(top)?;
+    a.mov(rax, qword_ptr(rbx))?;
+    a.add(rdx, rax)?;
+    a.test(dl, 1)
+}
+
+/// The loops' body: reads `[rbx + 8]`, stores `[rbx]`, steps RBX by 8 and jumps back to
+/// `top` until RBX reaches R12, then HLT.
+fn handing_body(a: &mut CodeAssembler, top: CodeLabel) -> Result<(), IcedError> {
+    a.mov(rcx, qword_ptr(rbx + 8))?;
+    a.add(rdx, rcx)?;
+    a.mov(qword_ptr(rbx), rdx)?;
+    a.add(rbx, 8)?;
+    a.cmp(rbx, r12)?;
+    a.jb(top)?;
+    a.hlt()
 }
 
 #[test]
