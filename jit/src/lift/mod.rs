@@ -845,13 +845,17 @@ pub fn lower_region(
         groups: Vec::new(),
         inherited: vec![None; members.len()],
         landings: vec![Vec::new(); members.len()],
-        preds: (0..members.len())
-            .map(|t| {
-                (0..order.len())
-                    .filter(|&p| crate::region::successors(order[p]).contains(&members[t].rip))
-                    .collect()
-            })
-            .collect(),
+        preds: {
+            let succ: Vec<Vec<u64>> = order.iter().map(|b| crate::region::successors(b)).collect();
+            members
+                .iter()
+                .map(|m| {
+                    (0..order.len())
+                        .filter(|&p| succ[p].contains(&m.rip))
+                        .collect()
+                })
+                .collect()
+        },
         lowered: vec![false; members.len()],
         succ_bases: if region {
             order
