@@ -370,16 +370,9 @@ impl Group {
     }
 }
 
-/// An edge into a region member not yet lowered (see [`Lower::jump_to_member`]): the groups
-/// it hands over and the register versions they name.
-#[derive(Clone, Debug)]
-pub struct Landing {
-    groups: Vec<Group>,
-    versions: [u32; 16],
-}
-
-/// The page groups a region member starts with (see [`Lower::jump_to_member`] and
-/// [`Lower::settle_inherited`]) and the register versions their keys name.
+/// Page groups and the register versions their keys name: those a region member starts
+/// with, or those an edge into a member not yet lowered hands over (see
+/// [`Lower::jump_to_member`] and [`Lower::settle_inherited`]).
 #[derive(Clone, Debug)]
 pub struct Inherited {
     groups: Vec<Group>,
@@ -590,7 +583,7 @@ impl Lower<'_> {
                 self.invalidate_missing(&inh.groups, &have);
                 self.inherited[t] = Some(inh);
             }
-            None => self.landings[t].push(Landing {
+            None => self.landings[t].push(Inherited {
                 groups: have,
                 versions: self.versions,
             }),

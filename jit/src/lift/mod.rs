@@ -214,7 +214,7 @@ pub struct Lower<'a> {
     inherited: Vec<Option<group::Inherited>>,
     /// For each region member not yet lowered, the groups each edge into it so far hands
     /// over, with the register versions they name (`group::Lower::settle_inherited`).
-    landings: Vec<Vec<group::Landing>>,
+    landings: Vec<Vec<group::Inherited>>,
     /// For each region member: the members whose blocks may jump to it directly, and whether
     /// it has been lowered (`group::Lower::settle_inherited`).
     preds: Vec<Vec<usize>>,
@@ -790,6 +790,9 @@ pub fn lower_region(
     };
     // The member the function's entry runs first: the peeled copy of the first block, if any.
     let first = if peel { members_in_region } else { 0 };
+    // Each block's static successors (for the budget checks, the members' predecessors and
+    // the bases their successors use).
+    let order_succ: Vec<Vec<u64>> = order.iter().map(|b| crate::region::successors(b)).collect();
     // Which jumps between members check the budget, and what an entry must cover.
     let budget = region.then(|| {
         let member_of = |rip: u64| {
@@ -797,12 +800,9 @@ pub fn lower_region(
                 .iter()
                 .position(|m| m.rip == rip)
         };
-        let succ: Vec<Vec<usize>> = order
+        let succ: Vec<Vec<usize>> = order_succ
             .iter()
-            .map(|b| {
-                let targets = crate::region::successors(b).into_iter();
-                targets.filter_map(member_of).collect()
-            })
+            .map(|targets| targets.iter().copied().filter_map(member_of).collect())
             .collect();
         let len: Vec<u64> = members.iter().map(|m| m.len).collect();
         let multi: Vec<bool> = order.iter().map(|b| retires_many(b)).collect();
@@ -845,25 +845,21 @@ pub fn lower_region(
         groups: Vec::new(),
         inherited: vec![None; members.len()],
         landings: vec![Vec::new(); members.len()],
-        preds: {
-            let succ: Vec<Vec<u64>> = order.iter().map(|b| crate::region::successors(b)).collect();
-            members
-                .iter()
-                .map(|m| {
-                    (0..order.len())
-                        .filter(|&p| succ[p].contains(&m.rip))
-                        .collect()
-                })
-                .collect()
-        },
+        preds: members
+            .iter()
+            .map(|m| {
+                (0..order.len())
+                    .filter(|&p| order_succ[p].contains(&m.rip))
+                    .collect()
+            })
+            .collect(),
         lowered: vec![false; members.len()],
         succ_bases: if region {
-            order
+            order_succ
                 .iter()
-                .map(|b| {
-                    crate::region::successors(b)
-                        .into_iter()
-                        .filter_map(|rip| blocks.iter().find(|m| crate::region::start(m) == rip))
+                .map(|succ| {
+                    succ.iter()
+                        .filter_map(|&rip| blocks.iter().find(|m| crate::region::start(m) == rip))
                         .fold(0, |a, m| a | group::block_bases(&m.insns))
                 })
                 .collect()
