@@ -10,7 +10,8 @@
 //! distributions). [`prefer_huge_pages`] grows the main heap by [`RESERVE`] at start, marks
 //! that range `MADV_HUGEPAGE` and gives it back to the allocator, which then carves later
 //! allocations out of it: the same run takes ~800 faults, 5% less time (docs/jit.md,
-//! "Host memory").
+//! "Host memory"). The heap below the reserve's first 2 MiB boundary is held by a block never
+//! freed, so that allocations do not start in its 4 KiB pages.
 
 /// How much of the heap is reserved (address space only: a 2 MiB page is backed when first
 /// touched). 30 MiB, below glibc's largest mmap threshold (32 MiB on 64-bit hosts), so that
@@ -38,9 +39,10 @@ pub fn prefer_huge_pages() {
         return;
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `mallopt`, `malloc`, `madvise` and `free` are called as documented: the block
-    // is freed exactly once, and `madvise` only advises on whole pages inside it (it does not
-    // change the contents or the mapping's protection). No other thread runs yet.
+    // SAFETY: `mallopt`, `malloc`, `madvise` and `free` are called as documented: the reserve
+    // block is freed exactly once (the head block below is never freed, deliberately), and
+    // `madvise` only advises on whole pages inside the reserve (it does not change the
+    // contents or the mapping's protection). No other thread runs yet.
     unsafe {
         // Allocations up to 32 MiB from the heap (not from mappings of their own, which would
         // be fresh 4 KiB pages each time), and up to 64 MiB of freed memory at the top of the
@@ -57,9 +59,9 @@ pub fn prefer_huge_pages() {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
         libc::free(p);
-        // The heap below `start` can never be a huge page (its 2 MiB page would reach below
-        // the heap's first byte), yet the allocator would carve the next allocations out of
-        // it: the guest image's buffer, the TLBs, the JIT's tables — two thirds of a short
+        // The heap below `start` is outside the advised range (and at the heap's start it
+        // could not be a huge page anyway: its 2 MiB page would reach below the heap's first
+        // byte), yet the allocator would carve the next allocations out of it: the guest image's buffer, the TLBs, the JIT's tables — two thirds of a short
         // run's page faults went there, 4 KiB each. Hold it (never freed: address space,
         // touched only at the block's header) so that they come from the huge pages. `p` was
         // the top of the heap, so the freed block went back to the top and the next
