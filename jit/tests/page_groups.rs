@@ -620,3 +620,42 @@ fn groups_handed_over(code: &[u8]) {
         assert_eq!(page_fault_at(stop), D + 0x1000);
     }
 }
+
+#[test]
+fn absolute_addresses_two_to_the_63_apart_are_not_one_group() {
+    // `mov al, [abs]` twice: a mapped address, then the same address plus 2^63 (`moffs64`,
+    // not canonical: #GP). Their signed distance is i64::MIN, which has no absolute value;
+    // the group search took its wrapped `abs` for a near member (a panic in checked builds;
+    // in release builds a member at the group's host address minus 2^63). Found by
+    // `interp_vs_jit`. The first block warms the TLB, so that the second one's first access
+    // hits and the member is reached in compiled code.
+    let a_addr = D + 0x10;
+    let b_addr = a_addr ^ (1 << 63);
+    let code = assemble(|a| {
+        let mut next = a.create_label();
+        a.mov(al, byte_ptr(a_addr))?;
+        a.jmp(next)?;
+        a.set_label(&mut next)?;
+        a.mov(al, byte_ptr(a_addr))?;
+        a.mov(al, byte_ptr(b_addr))?;
+        a.hlt()
+    });
+    // The member: `mov al, moffs8` (A0) with the 8-byte address.
+    let member = code
+        .windows(9)
+        .position(|w| w[0] == 0xa0 && w[1..] == b_addr.to_le_bytes())
+        .expect("the moffs64 form") as u64;
+    let config = lockstep_jit::JitConfig {
+        threshold: 1,
+        batch: 1,
+        baseline: false,
+        ..Default::default()
+    };
+    for slice in [1000, 2] {
+        let (a, b) = (&mut machine(&code, &|_| {}), &mut machine(&code, &|_| {}));
+        let (jit, stop) = common::run_sys_with(a, b, slice, config.clone());
+        assert!(jit.stats.compiled > 0, "{}", jit.stats.summary());
+        assert_eq!(stop, ExitReason::Exception(Fault::GP0));
+        assert_eq!(b.cpu.state.rip, CODE + member, "at the member");
+    }
+}

@@ -60,7 +60,7 @@ impl Last {
         let end = disp.wrapping_add(size as i64);
         self.g == g
             && (self.write || !write)
-            && disp.wrapping_sub(self.off).abs() < REUSE_DELTA
+            && disp.wrapping_sub(self.off).unsigned_abs() < REUSE_DELTA as u64
             && self.hi.max(end) - self.lo.min(disp) <= MAX_SPAN
     }
 }

@@ -477,8 +477,13 @@ impl Lower<'_> {
     /// The group of the read (`write` false) or write table that an access at `key` + `disp`
     /// is a member of, and its distance from the group's first access.
     pub(super) fn group_find(&self, key: AddrKey, disp: i64, write: bool) -> Option<(usize, i64)> {
+        // (`unsigned_abs`: two absolute addresses — `mov al, [moffs64]` — can be 2^63 apart,
+        // whose signed distance has no absolute value; `abs` wrapped it to a negative "near"
+        // delta in release builds, and a member at the group's host address minus 2^63.)
         let i = self.groups.iter().position(|g| {
-            g.key == key && g.write == write && disp.wrapping_sub(g.disp).abs() <= MAX_DELTA
+            g.key == key
+                && g.write == write
+                && disp.wrapping_sub(g.disp).unsigned_abs() <= MAX_DELTA as u64
         })?;
         Some((i, disp.wrapping_sub(self.groups[i].disp)))
     }
