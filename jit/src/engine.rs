@@ -467,9 +467,10 @@ const RECURSION_STARTS: usize = 64;
 
 /// The most guest instructions retired (by the whole guest) per run of a function that
 /// calls itself, from its first compile to its promotion, for the promotion to compile its
-/// recursive region (`Jit::tier_up`): how much else runs between two of its calls. Measured (callgrind, session 56): `fib` (recursion) 100 — its region
-/// saves 57% of the program's time; `merge_sort` (sort) 259 and 307 — its region, 2,113 IR
-/// instructions compiled in 6–15 ms, cost sort 3.2% host instructions.
+/// recursive region (`Jit::tier_up`): how much else runs between two of its calls.
+/// Measured (callgrind, session 56): `fib` (recursion) 100 — its region saves 57% of the
+/// program's time; `merge_sort` (sort) 259 and 307 — its region, 2,113 IR instructions
+/// compiled in 6–15 ms, cost sort 3.2% host instructions.
 const RECURSION_MAX_RUN: u64 = 200;
 
 /// Most blocks, and instructions, of a recursive region (`JitConfig::recursive_regions`).

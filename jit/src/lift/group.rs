@@ -582,16 +582,21 @@ impl Lower<'_> {
             self.b.ins().jump(target, &[]);
             return;
         }
-        let have = self.handed_groups();
         match self.inherited[t].take() {
+            // Lowered, starting with no group (every back edge): nothing to mark.
+            Some(inh) if inh.groups.is_empty() => self.inherited[t] = Some(inh),
             Some(inh) => {
+                let have = self.handed_groups();
                 self.invalidate_missing(&inh.groups, &have);
                 self.inherited[t] = Some(inh);
             }
-            None => self.landings[t].push(Inherited {
-                groups: have,
-                versions: self.versions,
-            }),
+            None => {
+                let groups = self.handed_groups();
+                self.landings[t].push(Inherited {
+                    groups,
+                    versions: self.versions,
+                });
+            }
         }
         self.b.ins().jump(target, &[]);
     }
@@ -678,10 +683,11 @@ impl Lower<'_> {
     /// groups its edges hand it, with the register versions they are keyed by; or, with none,
     /// give every register a new version.
     pub(super) fn take_inherited_groups(&mut self) {
-        match self.inherited.get(self.current).cloned().flatten() {
+        // (The member's `Inherited` stays: later edges into it compare against it.)
+        match self.inherited.get(self.current).and_then(Option::as_ref) {
             Some(inh) if !inh.groups.is_empty() => {
                 self.versions = inh.versions;
-                self.groups = inh.groups;
+                self.groups = inh.groups.clone();
                 self.stats.inherited += self.groups.len() as u32;
             }
             _ => {
